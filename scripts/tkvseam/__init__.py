@@ -1,0 +1,17 @@
+"""tkv-seam: a quilt-style patch queue carrying the turbo-attn seam on a pinned vLLM.
+
+The library has one module per job; ``cli`` is a thin click layer over them:
+
+- ``bases``   known upstream bases, fetching and verifying their sources
+- ``series``  the ``series`` file and ``patches/`` directory
+- ``patch``   one patch file: header fields, diff, path safety, exact replay
+- ``apply``   build the patched git work tree (strict, atomic)
+- ``export``  refresh: git commits back to patch files
+- ``lint``    consistency checks over series and patches
+- ``overlay`` the set of patched vllm/ files, manifests, venv overlay
+- ``image``   the Docker overlay image (docker SDK)
+- ``port``    forward-port report against a newer base
+- ``seamtest`` bisect / upstream / plugin test runs against an overlaid venv
+"""
+
+__version__ = "0.1.0"

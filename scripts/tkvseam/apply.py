@@ -1,0 +1,253 @@
+"""Build the patched work tree: pristine base commit, then one commit per patch.
+
+Strict: every hunk must match at exactly the line it names (``patch.replay_file``).
+Atomic: the tree is built beside the target and swapped in only when every patch
+applied; a failure leaves the previous tree as it was. A crash between the two
+renames of the swap leaves ``.<tree>.old-*``, which the next run puts back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import git
+from .bases import Base, base_repo
+from .errors import ApplyError, RefusedError, SeamError
+from .patch import Patch, replay_file
+from .progress import QUIET, Progress
+from .series import Series, read_series
+
+STATE = "tkv-seam.json"  # kept inside the tree's .git directory
+BRANCH = "seam"
+BASE_TAG = "tkv-seam-base"
+
+
+@dataclass
+class AppliedPatch:
+    name: str
+    commit: str
+    files: list[str]
+
+
+@dataclass
+class ApplyResult:
+    tree: str
+    base: str
+    source: str
+    base_commit: str
+    upstream_commit: str
+    head: str
+    digest: str
+    up_to_date: bool = False
+    fetched_bytes: int = 0
+    seconds: float = 0.0
+    patches: list[AppliedPatch] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def read_state(tree: Path) -> dict | None:
+    try:
+        return json.loads((tree / ".git" / STATE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_state(tree: Path, result: ApplyResult) -> None:
+    (tree / ".git" / STATE).write_text(json.dumps(result.to_json(), indent=1) + "\n")
+
+
+def inputs_digest(base: Base, source: str, series: Series) -> str:
+    h = hashlib.sha256()
+    h.update(f"{base.name}\0{source}\0{base.sdist.sha256}\0{base.commit_prefix}\0".encode())
+    h.update(series.digest().encode())
+    return h.hexdigest()
+
+
+def recover(tree: Path, progress: Progress = QUIET) -> None:
+    """Undo what an interrupted run left: put a swapped-out tree back, drop half-built ones."""
+    parent = tree.parent
+    if not parent.exists():
+        return
+    olds = sorted(parent.glob(f".{tree.name}.old-*"))
+    if olds and not tree.exists():
+        progress.step(f"restore {tree} from an interrupted run ({olds[-1].name})")
+        os.replace(olds[-1], tree)
+        olds = olds[:-1]
+    for leftover in olds + sorted(parent.glob(f".{tree.name}.tmp-*")):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def check_tree_is_safe(tree: Path, force: bool) -> dict | None:
+    """Refuse to replace a tree holding work that the patches do not hold. Return its state."""
+    if not tree.exists():
+        return None
+    state = read_state(tree)
+    if state is None:
+        raise RefusedError(
+            f"{tree} exists but was not made by tkv-seam apply",
+            hint=f"move it away (mv {tree} {tree}.mine) and run the command again",
+        )
+    if force:
+        return state
+    dirty = git.status_porcelain(tree)
+    if dirty:
+        shown = "\n".join(f"    {line}" for line in dirty[:10])
+        raise RefusedError(
+            f"{tree} has uncommitted changes:\n{shown}",
+            hint=(
+                f"keep them: commit in {tree} then `make refresh`; "
+                f"drop them: `git -C {tree} reset --hard && git -C {tree} clean -fd`, "
+                "or `make apply FORCE=1`"
+            ),
+        )
+    head = git.head(tree)
+    if head != state["head"]:
+        count = git.out(tree, "rev-list", "--count", f"{state['head']}..{head}", check=False)
+        raise RefusedError(
+            f"{tree} has commits that are not in patches/ ({count or 'some'} new since apply)",
+            hint="keep them: `make refresh`; drop them: `make apply FORCE=1`",
+        )
+    return state
+
+
+def _guard_symlinks(root: Path, rel: str, patch: Patch) -> Path:
+    """The real path of ``rel`` inside ``root``; refuse a path that goes through a symlink."""
+    cur = root
+    for part in Path(rel).parts:
+        cur = cur / part
+        if cur.is_symlink():
+            raise ApplyError(
+                f"{patch.name}: {rel}: goes through the symlink {cur.relative_to(root)}: refused"
+            )
+    real = cur.resolve()
+    if root.resolve() not in real.parents:
+        raise ApplyError(f"{patch.name}: {rel}: resolves outside the tree: refused")
+    return cur
+
+
+def apply_patch(tree: Path, patch: Patch) -> list[str]:
+    """Replay every file of ``patch`` exactly into ``tree`` (all checked before any write)."""
+    results: list[tuple[Path, str | None, str | None]] = []
+    for fc in patch.files:
+        src = _guard_symlinks(tree, fc.old, patch) if fc.old else None
+        dst = _guard_symlinks(tree, fc.new, patch) if fc.new else None
+        old_text = src.read_bytes().decode("utf-8", "surrogateescape") if src and src.exists() else None
+        if fc.kind == "add" and dst is not None and dst.exists():
+            old_text = dst.read_bytes().decode("utf-8", "surrogateescape")
+        new_text = replay_file(patch, fc, old_text)
+        results.append((dst or src, new_text, fc.new_mode))  # type: ignore[arg-type]
+    touched = []
+    for path, text, mode in results:
+        if text is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(text.encode("utf-8", "surrogateescape"))
+            if mode:
+                path.chmod(0o755 if mode == "100755" else 0o644)
+        touched.append(str(path.relative_to(tree)))
+    return touched
+
+
+def build_tree(
+    target: Path, repo_path: Path, base_commit: str, patches: list[Patch], progress: Progress
+) -> tuple[Path, list[AppliedPatch]]:
+    """Clone the base beside ``target`` and commit every patch; return the temporary tree."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        progress.step(f"check out the pristine base {base_commit[:12]}")
+        tree = tmp / "tree"
+        git.run(None, "clone", "--quiet", "--no-checkout", "--local", str(repo_path), str(tree))
+        git.run(tree, "checkout", "--quiet", "-B", BRANCH, base_commit)
+        git.run(tree, "tag", "-f", BASE_TAG, base_commit)
+        git.run(tree, "remote", "remove", "origin", check=False)
+        applied = []
+        for k, patch in enumerate(patches, 1):
+            progress.step(f"apply [{k}/{len(patches)}] {patch.name}")
+            files = apply_patch(tree, patch)
+            commit = git.commit(tree, patch.header.message, patch.header.author, paths=files)
+            applied.append(AppliedPatch(patch.name, commit, files))
+        return tmp, applied
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def swap_in(tmp: Path, target: Path) -> None:
+    """Replace ``target`` by ``tmp/tree`` with two renames; the old tree is removed last."""
+    old = None
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{os.getpid()}"
+        os.replace(target, old)
+    os.replace(tmp / "tree", target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def apply_series(
+    root: Path,
+    base: Base,
+    tree: Path,
+    cache: Path,
+    git_url: str | None = None,
+    index_url: str | None = None,
+    force: bool = False,
+    progress: Progress = QUIET,
+) -> ApplyResult:
+    """Make ``tree`` the base plus the series of ``root``; quick no-op when nothing changed."""
+    started = time.monotonic()
+    series = read_series(root)
+    patches = series.load()  # every patch parses before anything is touched
+    source = "git" if git_url else "sdist"
+    digest = inputs_digest(base, source, series)
+    recover(tree, progress)
+    state = check_tree_is_safe(tree, force)
+    if state and state.get("digest") == digest and not force:
+        progress.step(f"{tree} is up to date ({len(patches)} patches on {base.name})")
+        result = ApplyResult(**{**state, "patches": [AppliedPatch(**p) for p in state["patches"]]})
+        result.up_to_date = True
+        result.fetched_bytes = 0
+        result.seconds = time.monotonic() - started
+        return result
+    repo, fetched = base_repo(base, cache, git_url, index_url, progress)
+    tmp, applied = build_tree(tree, repo.path, repo.commit, patches, progress)
+    try:
+        built = tmp / "tree"
+        result = ApplyResult(
+            tree=str(tree),
+            base=base.name,
+            source=source,
+            base_commit=repo.commit,
+            upstream_commit=repo.upstream_commit,
+            head=git.head(built),
+            digest=digest,
+            fetched_bytes=fetched,
+            patches=applied,
+        )
+        _write_state(built, result)
+        swap_in(tmp, tree)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    progress.step(f"{tree}: {len(applied)} patches applied on {base.name} ({repo.commit[:12]})")
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def tree_state(tree: Path) -> dict:
+    """The apply state of ``tree``, or an error saying to run apply."""
+    state = read_state(tree)
+    if state is None:
+        raise SeamError(f"{tree} is not a tree made by tkv-seam apply", hint="make apply")
+    return state

@@ -1,0 +1,90 @@
+"""Lint: series and patches/ agree, every patch parses and carries its header fields.
+
+Every problem is collected (a maintainer fixes all at once); ``lint`` returns the list.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .patch import CONFLICT_MARKERS, REQUIRED_TRAILERS, PatchFormatError, parse_file
+from .series import PATCHES, SERIES, parse_series_text, patch_filename
+
+_NODEID_RE = re.compile(r"^[\w./-]+\.py(::[\w\[\]-]+)+$")
+
+
+@dataclass
+class Problem:
+    patch: str  # patch file name, or "series"
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.patch
+        if self.file:
+            where += f": {self.file}"
+            if self.line:
+                where += f":{self.line}"
+        return f"{where}: {self.message}"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def lint(root: Path) -> list[Problem]:
+    problems: list[Problem] = []
+    series_path = root / SERIES
+    patches_dir = root / PATCHES
+    if not series_path.exists():
+        return [Problem("series", f"no {SERIES} file at the top level")]
+    try:
+        names = parse_series_text(series_path.read_text())
+    except Exception as e:  # SeamError with the line
+        return [Problem("series", str(e))]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            problems.append(Problem("series", f"{name} is listed twice"))
+        seen.add(name)
+    present = {p.name for p in patches_dir.glob("*.patch")} if patches_dir.exists() else set()
+    for name in sorted(present - seen):
+        problems.append(Problem(name, "orphan: in patches/ but not listed in series"))
+    slugs: list[str] = []
+    for index, name in enumerate(names, 1):
+        path = patches_dir / name
+        if not path.exists():
+            problems.append(Problem(name, "listed in series but missing from patches/"))
+            continue
+        if path.is_symlink():
+            problems.append(Problem(name, "is a symlink; patch files must be regular files"))
+            continue
+        try:
+            patch = parse_file(path)
+        except PatchFormatError as e:
+            problems.append(Problem(name, e.message.removeprefix(f"{name}: ")))
+            continue
+        h = patch.header
+        expected = patch_filename(index, h.slug)
+        if name != expected:
+            problems.append(Problem(name, f"file name does not match position and subject: expected {expected}"))
+        if not h.description:
+            problems.append(Problem(name, "header has no description paragraph"))
+        for key in REQUIRED_TRAILERS:
+            if not h.get(key):
+                problems.append(Problem(name, f"header lacks the {key}: field"))
+        if not h.tests and not h.get("Checks"):
+            problems.append(Problem(name, "header names no Tests: (or Checks: for a patch without tests)"))
+        for node in h.tests + h.guards:
+            if not _NODEID_RE.match(node):
+                problems.append(Problem(name, f"Tests/Guard value is not a pytest node id: {node!r}"))
+        for dep in h.depends_on:
+            if dep not in slugs:
+                problems.append(Problem(name, f"Depends-on {dep!r} is not an earlier patch of the series"))
+        slugs.append(h.slug)
+        for file, lineno, text in patch.added_lines():
+            if text.startswith(CONFLICT_MARKERS):
+                problems.append(Problem(name, f"conflict marker {text[:7]!r}", file, lineno))
+    return problems

@@ -1,0 +1,354 @@
+"""One patch file: mail header, description and trailers, the diff, and exact replay.
+
+A patch file is ``git format-patch`` output (``From``/``Subject`` mail headers,
+the commit message body, ``---``, then ``diff --git`` sections). ``unidiff``
+parses the diff; it drops everything above the first ``diff --git``, so the
+header is parsed here.
+
+Header fields (git trailers in the last paragraph of the message):
+
+- ``Verdict``, ``Reason`` (required): why the hunk is still needed upstream
+- ``Depends-on`` (required): slugs of earlier patches, or ``none``
+- ``Tests`` (required unless ``Checks``): pytest node ids proving the patch;
+  they fail before the patch and pass after it
+- ``Guard``: node ids that pass before and after (guards)
+- ``Checks``: for patches without tests (documentation), what is checked
+- ``Upstream-tests``: upstream test files that must keep passing
+"""
+
+from __future__ import annotations
+
+import email.header
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from .errors import ApplyError, SeamError
+
+REQUIRED_TRAILERS = ("Verdict", "Reason", "Depends-on")
+MULTI_TRAILERS = ("Tests", "Guard", "Upstream-tests", "Checks")
+KNOWN_TRAILERS = REQUIRED_TRAILERS + MULTI_TRAILERS
+_TRAILER_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ?(.*)$")
+_SUBJECT_RE = re.compile(r"^(?:\[PATCH[^\]]*\]\s*)?(?P<slug>[a-z0-9][a-z0-9.+-]*): (?P<summary>.+)$")
+_MODE_RE = re.compile(r"^(new file mode|deleted file mode|old mode|new mode) (\d{6})$")
+CONFLICT_MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======")
+
+
+class PatchFormatError(SeamError):
+    """A patch file cannot be parsed."""
+
+
+@dataclass
+class Header:
+    author: str
+    subject: str
+    slug: str
+    summary: str
+    description: str
+    trailers: dict[str, list[str]] = field(default_factory=dict)
+    body: str = ""  # the commit message body exactly as written (description + trailers)
+
+    @property
+    def message(self) -> str:
+        """The commit message this header came from (subject, blank line, body)."""
+        return f"{self.slug}: {self.summary}\n" + (f"\n{self.body}\n" if self.body else "")
+
+    def get(self, key: str) -> list[str]:
+        return self.trailers.get(key, [])
+
+    @property
+    def depends_on(self) -> list[str]:
+        values = ", ".join(self.get("Depends-on"))
+        return [v.strip() for v in values.split(",") if v.strip() and v.strip() != "none"]
+
+    @property
+    def tests(self) -> list[str]:
+        return self.get("Tests")
+
+    @property
+    def guards(self) -> list[str]:
+        return self.get("Guard")
+
+
+@dataclass
+class FileChange:
+    """One file of a patch: ``old``/``new`` are tree-relative paths (None for /dev/null)."""
+
+    old: str | None
+    new: str | None
+    new_mode: str | None
+    pfile: object  # unidiff PatchedFile
+
+    @property
+    def path(self) -> str:
+        return self.new or self.old  # type: ignore[return-value]
+
+    @property
+    def kind(self) -> str:
+        if self.old is None:
+            return "add"
+        if self.new is None:
+            return "delete"
+        return "modify"
+
+
+@dataclass
+class Patch:
+    name: str
+    path: Path
+    text: str
+    header: Header
+    files: list[FileChange]
+
+    def added_lines(self) -> list[tuple[str, int, str]]:
+        """(file, target line number, text) of every added line."""
+        rows = []
+        for fc in self.files:
+            for hunk in fc.pfile:
+                for line in hunk:
+                    if line.is_added:
+                        rows.append((fc.path, line.target_line_no, line.value.rstrip("\n")))
+        return rows
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _decode(value: str) -> str:
+    return str(email.header.make_header(email.header.decode_header(value)))
+
+
+def parse_header(text: str, name: str) -> Header:
+    """Parse the mail header and commit message above the diff."""
+    lines = text.split("\n")
+    headers: dict[str, str] = {}
+    i = 0
+    if lines and lines[0].startswith("From "):
+        i = 1
+    key = None
+    while i < len(lines) and lines[i] != "":
+        line = lines[i]
+        if line[:1] in (" ", "\t") and key:
+            headers[key] += " " + line.strip()
+        elif ":" in line:
+            key, value = line.split(":", 1)
+            headers[key.strip()] = value.strip()
+        else:
+            raise PatchFormatError(f"{name}: line {i + 1}: not a mail header line: {line!r}")
+        i += 1
+    for required in ("From", "Subject"):
+        if required not in headers:
+            raise PatchFormatError(
+                f"{name}: missing {required}: header (expected git format-patch output)",
+                hint="export patches with `make refresh`",
+            )
+    subject = _decode(headers["Subject"])
+    m = _SUBJECT_RE.match(subject)
+    if not m:
+        raise PatchFormatError(
+            f"{name}: Subject {subject!r} is not '<slug>: <summary>' (slug: lower-case, digits, -)"
+        )
+    body = lines[i + 1 :]
+    if "---" in body:
+        body = body[: body.index("---")]
+    body_text = "\n".join(body).strip("\n")
+    paragraphs = "\n".join(body).strip("\n").split("\n\n")
+    trailers: dict[str, list[str]] = {}
+    last = paragraphs[-1].split("\n") if paragraphs and paragraphs[-1].strip() else []
+    if last and all(_TRAILER_RE.match(x) or x[:1] == " " for x in last) and _TRAILER_RE.match(last[0]):
+        cur = None
+        for line in last:
+            if line[:1] == " " and cur:
+                trailers[cur][-1] += " " + line.strip()
+                continue
+            k, v = _TRAILER_RE.match(line).groups()  # type: ignore[union-attr]
+            cur = k
+            trailers.setdefault(k, []).append(v.strip())
+        paragraphs = paragraphs[:-1]
+    return Header(
+        author=_decode(headers["From"]),
+        subject=subject,
+        slug=m.group("slug"),
+        summary=m.group("summary"),
+        description="\n\n".join(paragraphs).strip(),
+        trailers=trailers,
+        body=body_text,
+    )
+
+
+def strip_prefix(path: str, prefix: str) -> str | None:
+    if path == "/dev/null":
+        return None
+    if not path.startswith(prefix):
+        raise PatchFormatError(f"path {path!r} lacks the {prefix!r} prefix (patches are -p1)")
+    return path[len(prefix) :]
+
+
+def path_problem(path: str) -> str | None:
+    """Why a patch path may not be used (leaves the tree, absolute, into .git), or None."""
+    if not path or "\0" in path:
+        return "empty path"
+    p = PurePosixPath(path)
+    if p.is_absolute() or path.startswith("\\") or re.match(r"^[A-Za-z]:", path):
+        return "absolute path"
+    if any(part == ".." for part in p.parts):
+        return "path leaves the tree ('..')"
+    if any(part == ".git" for part in p.parts):
+        return "path into .git"
+    return None
+
+
+def parse_text(text: str, name: str, path: Path | None = None) -> Patch:
+    """Parse a patch from text; raise PatchFormatError naming the patch on any problem."""
+    idx = text.find("\ndiff --git ")
+    if idx < 0:
+        raise PatchFormatError(f"{name}: no 'diff --git' section (empty or not a patch)")
+    header = parse_header(text[: idx + 1], name)
+    try:
+        pset = PatchSet(text[idx + 1 :])
+    except UnidiffParseError as e:
+        raise PatchFormatError(
+            f"{name}: corrupt or truncated diff: {e}",
+            hint=f"restore {name} from git (git checkout -- patches/{name}) or re-export it",
+        ) from e
+    if len(pset) == 0:
+        raise PatchFormatError(f"{name}: the diff holds no file")
+    files = []
+    for pfile in pset:
+        if pfile.is_binary_file:
+            raise PatchFormatError(f"{name}: {pfile.path}: binary hunks are not allowed")
+        old = strip_prefix(pfile.source_file, "a/")
+        new = strip_prefix(pfile.target_file, "b/")
+        info = [str(x).rstrip("\n") for x in (pfile.patch_info or [])]
+        if info and info[0].startswith("diff --git "):
+            git_paths = info[0][len("diff --git ") :].split(" ")
+            if len(git_paths) == 2 and (old or new) and git_paths[1] != f"b/{new or old}":
+                raise PatchFormatError(f"{name}: diff --git line disagrees with ---/+++ paths")
+        if any(x.startswith(("rename from", "copy from")) for x in info):
+            raise PatchFormatError(f"{name}: renames/copies are not supported (export with --no-renames)")
+        mode = None
+        for x in info:
+            m = _MODE_RE.match(x)
+            if m and m.group(1) in ("new file mode", "new mode"):
+                mode = m.group(2)
+        for p in {old, new} - {None}:
+            problem = path_problem(p)  # type: ignore[arg-type]
+            if problem:
+                raise PatchFormatError(f"{name}: {p}: {problem}: refused")
+        if mode == "120000":
+            raise PatchFormatError(f"{name}: {new}: symlinks are not allowed in patches")
+        if old is None and new is None:
+            raise PatchFormatError(f"{name}: a file with neither source nor target")
+        files.append(FileChange(old, new, mode, pfile))
+    return Patch(name=name, path=path or Path(name), text=text, header=header, files=files)
+
+
+def parse_file(path: Path) -> Patch:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError as e:
+        raise PatchFormatError(f"{path.name}: listed in series but missing from patches/") from e
+    except UnicodeDecodeError as e:
+        raise PatchFormatError(f"{path.name}: not UTF-8 text: {e}") from e
+    return parse_text(text, path.name, path)
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on '\\n' only, keeping line ends (str.splitlines also splits on \\f, \\x1c ...)."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _hunk_sides(hunk) -> tuple[list[str], list[str]]:
+    """Source and target lines of a hunk, honouring '\\ No newline at end of file'."""
+    src: list[str] = []
+    tgt: list[str] = []
+    last = None
+    for line in hunk:
+        if line.line_type == "\\":
+            for side in ((src,) if last == "-" else (tgt,) if last == "+" else (src, tgt)):
+                side[-1] = side[-1].rstrip("\n")
+            continue
+        if line.line_type in (" ", "-"):
+            src.append(line.value)
+        if line.line_type in (" ", "+"):
+            tgt.append(line.value)
+        last = line.line_type
+    return src, tgt
+
+
+def _diagnose(lines: list[str], src: list[str], start: int) -> str:
+    """Explain why ``src`` is not at ``start``: first differing line, and offset/fuzz findings."""
+    out = []
+    for j, want in enumerate(src):
+        have = lines[start + j] if start + j < len(lines) else None
+        if have != want:
+            out.append(f"  line {start + j + 1}: expected {want.rstrip(chr(10))!r}")
+            out.append(
+                f"  {' ' * len(str(start + j + 1))}       found    "
+                + (repr(have.rstrip("\n")) if have is not None else "end of file")
+            )
+            break
+    n = len(src)
+    hits = [p for p in range(0, max(0, len(lines) - n) + 1) if lines[p : p + n] == src]
+    if hits:
+        best = min(hits, key=lambda p: abs(p - start))
+        out.append(
+            f"  the hunk's lines stand at line {best + 1} (offset {best - start:+d}): "
+            "strict mode refuses offsets"
+        )
+    else:
+        for fuzz in (1, 2):
+            core = src[fuzz : n - fuzz] if n > 2 * fuzz else []
+            if core and any(
+                lines[p + fuzz : p + n - fuzz] == core for p in range(max(0, start - 50), start + 50)
+            ):
+                out.append(f"  the hunk would need fuzz {fuzz}: strict mode refuses fuzz")
+                break
+        else:
+            out.append("  the hunk's lines are not found in the file")
+    return "\n".join(out)
+
+
+def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | None:
+    """Apply one file's hunks exactly at the lines they name; return the new text (None: deleted)."""
+    if fc.kind == "add":
+        if old_text is not None:
+            raise ApplyError(f"{patch.name}: {fc.path}: the patch creates it, but it already exists")
+        lines: list[str] = []
+    else:
+        if old_text is None:
+            raise ApplyError(f"{patch.name}: {fc.path}: the patch modifies it, but it does not exist")
+        lines = split_lines(old_text)
+    out: list[str] = []
+    pos = 0
+    for i, hunk in enumerate(fc.pfile, 1):
+        src, tgt = _hunk_sides(hunk)
+        start = hunk.source_start - 1 if hunk.source_length > 0 else hunk.source_start
+        head = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+        if start < pos:
+            raise ApplyError(f"{patch.name}: {fc.path}: hunk {i} ({head}) overlaps the hunk before it")
+        if lines[start : start + len(src)] != src:
+            raise ApplyError(
+                f"{patch.name}: {fc.path}: hunk {i} ({head}) does not apply at line {start + 1}:\n"
+                + _diagnose(lines, src, start),
+                hint=f"rebase {patch.name}: edit the build tree, commit, `make refresh`; "
+                "or report a forward-port with `make port`",
+            )
+        out += lines[pos:start] + tgt
+        pos = start + len(src)
+    out += lines[pos:]
+    if fc.kind == "delete":
+        if out:
+            raise ApplyError(f"{patch.name}: {fc.path}: deleted, but lines remain after the hunks")
+        return None
+    return "".join(out)

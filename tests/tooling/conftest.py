@@ -1,0 +1,208 @@
+"""Fixtures for the tooling tests: a small synthetic upstream, served as an sdist and as git.
+
+Everything is made inside the tests: a tiny vllm-like source tree, its tarball
+(the "sdist"), a PEP 691 Simple API on 127.0.0.1 serving it, a git repository
+with the release tag, and a bases.toml pinning both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import json
+import tarfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tkvseam import git
+from tkvseam.cli import main
+
+VERSION = "9.9.9"
+NAME = f"v{VERSION}"
+
+FILES = {
+    "vllm/__init__.py": '"""synthetic vllm"""\n',
+    "vllm/_version.py": (
+        "__version__: str\n"
+        f"__version__ = version = '{VERSION}'\n"
+        "__commit_id__: str | None\n"
+        "__commit_id__ = commit_id = 'g{commit}'\n"
+    ),
+    "vllm/config/cache.py": "".join(f"line {i}\n" for i in range(1, 41)),
+    "vllm/engine/arg_utils.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
+    "tests/test_math.py": "from vllm.engine.arg_utils import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+    "README.md": "synthetic upstream for tkv-seam tests\n",
+}
+
+
+@dataclass
+class Upstream:
+    root: Path  # git repo with tag
+    commit: str
+    tarball: Path
+    sha256: str
+    size: int
+
+
+VERSION_FILE = "vllm/_version.py"
+
+
+def _write_tree(root: Path, commit: str | None) -> None:
+    """Write the tree; ``_version.py`` only for the sdist (upstream generates it, git ignores it)."""
+    for rel, text in FILES.items():
+        if rel == VERSION_FILE and commit is None:
+            continue
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text.replace("{commit}", (commit or "")[:9]))
+
+
+def make_tarball(src: Path, dest: Path, top: str) -> None:
+    with tarfile.open(dest, "w:gz") as tar:
+        for p in sorted(src.rglob("*")):
+            rel = p.relative_to(src)
+            if rel.parts[0] == ".git":
+                continue
+            tar.add(p, arcname=f"{top}/{rel}", recursive=False)
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory) -> Upstream:
+    """A git repo tagged v9.9.9, and its sdist whose _version.py names the tagged commit."""
+    top = tmp_path_factory.mktemp("upstream")
+    root = top / "vllm"
+    git.init(root)
+    _write_tree(root, None)
+    commit = git.commit(root, "release 9.9.9\n", "Up Stream <up@example.invalid>")
+    git.run(root, "tag", NAME, commit)
+    stage = top / "stage"
+    _write_tree(stage, commit)
+    tarball = top / f"vllm-{VERSION}.tar.gz"
+    make_tarball(stage, tarball, f"vllm-{VERSION}")
+    data = tarball.read_bytes()
+    return Upstream(root, commit, tarball, hashlib.sha256(data).hexdigest(), len(data))
+
+
+def bases_toml(up: Upstream, sha256: str | None = None, commit: str | None = None) -> str:
+    return f"""
+["{NAME}"]
+version = "{VERSION}"
+tag = "{NAME}"
+commit_prefixes = ["{(commit or up.commit)[:9]}", "{(commit or up.commit)[:12]}"]
+sdist = {{ filename = "{up.tarball.name}", size = {up.size}, sha256 = "{sha256 or up.sha256}" }}
+image = {{ name = "example/vllm:{NAME}", revision_prefix = "{up.commit[:12]}" }}
+"""
+
+
+class _Index(http.server.BaseHTTPRequestHandler):
+    files: dict[str, bytes] = {}
+    listing: dict = {}
+    requests: list[str] = []
+
+    def do_GET(self):  # noqa: N802
+        self.requests.append(self.path)
+        if self.path.rstrip("/") == "/simple/vllm":
+            body = json.dumps(self.listing).encode()
+            ctype = "application/vnd.pypi.simple.v1+json"
+        elif self.path in self.files:
+            body, ctype = self.files[self.path], "application/octet-stream"
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def index(upstream, monkeypatch):
+    """A PEP 691 Simple API on 127.0.0.1 serving the synthetic sdist; yields the handler class."""
+    handler = type("Index", (_Index,), {"files": {}, "listing": {}, "requests": []})
+    data = upstream.tarball.read_bytes()
+    handler.files[f"/files/{upstream.tarball.name}"] = data
+    handler.listing = {
+        "name": "vllm",
+        "files": [
+            {
+                "filename": upstream.tarball.name,
+                "url": f"/files/{upstream.tarball.name}",
+                "size": len(data),
+                "hashes": {"sha256": upstream.sha256},
+            }
+        ],
+    }
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("TKV_SEAM_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
+    try:
+        yield handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class Project:
+    root: Path
+    cache: Path
+
+    @property
+    def tree(self) -> Path:
+        return self.root / "build" / f"vllm-{NAME}"
+
+    def cli(self, *args: str, expect: int | None = 0):
+        runner = CliRunner()
+        result = runner.invoke(
+            main,
+            ["--root", str(self.root), "--cache", str(self.cache), "-q", *args],
+            catch_exceptions=False,
+        )
+        if expect is not None:
+            assert result.exit_code == expect, (result.exit_code, result.output, result.stderr)
+        return result
+
+    def apply(self, *extra: str, expect: int | None = 0):
+        return self.cli("apply", "--base", NAME, *extra, expect=expect)
+
+    def refresh(self, *extra: str, expect: int | None = 0):
+        return self.cli("refresh", "--base", NAME, *extra, expect=expect)
+
+    def write_series(self, *names: str) -> None:
+        (self.root / "series").write_text("".join(f"{n}\n" for n in names))
+
+    def commit_in_tree(self, rel: str, text: str, message: str) -> None:
+        (self.tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (self.tree / rel).write_text(text)
+        git.commit(self.tree, message, "Seam Dev <dev@example.invalid>", paths=[rel])
+
+
+@pytest.fixture
+def project(tmp_path, upstream, index) -> Project:
+    root = tmp_path / "proj"
+    (root / "patches").mkdir(parents=True)
+    (root / "series").write_text("")
+    (root / "bases.toml").write_text(bases_toml(upstream))
+    return Project(root, tmp_path / "cache")
+
+
+HEADER_TRAILERS = (
+    "Verdict: still needed\n"
+    "Reason: upstream lacks it\n"
+    "Depends-on: none\n"
+    "Tests: tests/test_math.py::test_add\n"
+)
+
+
+def message(slug: str, summary: str = "change things", description: str = "Changes things.") -> str:
+    return f"{slug}: {summary}\n\n{description}\n\n{HEADER_TRAILERS}"

@@ -1,0 +1,193 @@
+"""apply: strict, atomic, refuses to lose work; refresh round trip."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from tkvseam import apply as apply_mod
+from tkvseam import git
+
+from .conftest import NAME, message
+
+
+def make_two_patches(project):
+    """Apply the empty series, commit two changes in the tree, refresh: two patch files."""
+    project.apply()
+    project.commit_in_tree(
+        "vllm/config/cache.py",
+        (project.tree / "vllm/config/cache.py").read_text().replace("line 10\n", "line 10 (seam)\n"),
+        message("cache-tweak", "mark line 10"),
+    )
+    project.commit_in_tree(
+        "vllm/engine/arg_utils.py",
+        (project.tree / "vllm/engine/arg_utils.py").read_text() + "\n\ndef mul(a, b):\n    return a * b\n",
+        message("add-mul", "add mul()", "Adds mul().") .replace("Depends-on: none", "Depends-on: cache-tweak"),
+    )
+    project.refresh()
+    return (project.root / "series").read_text().split()
+
+
+class SimulatedCrash(BaseException):
+    """Stands for a kill: not an Exception, so nothing on the way handles it."""
+
+
+def patch_bytes(project) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((project.root / "patches").glob("*"))}
+
+
+def test_empty_series_gives_pristine_base_and_second_run_is_a_noop(project):
+    out = json.loads(project.apply("--json").output)
+    assert out["patches"] == [] and out["up_to_date"] is False
+    assert git.out(project.tree, "rev-list", "--count", "HEAD") == "1"
+    assert (project.tree / "vllm/_version.py").exists()
+    again = json.loads(project.apply("--json").output)
+    assert again["up_to_date"] is True and again["head"] == out["head"]
+
+
+def test_series_applies_one_commit_per_patch_in_order(project):
+    names = make_two_patches(project)
+    assert names == ["0001-cache-tweak.patch", "0002-add-mul.patch"]
+    out = json.loads(project.apply("--force", "--json").output)
+    assert [p["name"] for p in out["patches"]] == names
+    log = git.out(project.tree, "log", "--format=%s|%an", f"{out['base_commit']}..HEAD").splitlines()
+    assert log == ["add-mul: add mul()|Seam Dev", "cache-tweak: mark line 10|Seam Dev"]
+    assert "line 10 (seam)" in (project.tree / "vllm/config/cache.py").read_text()
+
+
+def test_same_inputs_give_the_same_commits(project):
+    make_two_patches(project)
+    first = json.loads(project.apply("--force", "--json").output)["head"]
+    second = json.loads(project.apply("--force", "--json").output)["head"]
+    assert first == second
+
+
+def test_refresh_round_trip_is_byte_stable(project):
+    make_two_patches(project)
+    before = patch_bytes(project)
+    series_before = (project.root / "series").read_bytes()
+    project.apply("--force")
+    out = json.loads(project.refresh("--json").output)
+    assert {r["status"] for r in out} == {"unchanged"}
+    assert patch_bytes(project) == before
+    assert (project.root / "series").read_bytes() == series_before
+    text = before["0001-cache-tweak.patch"].decode()
+    assert text.startswith("From 0000000000000000000000000000000000000000 ")
+    assert "\nDate:" not in text and not re.search(r"^-- \n\d", text, re.M)
+    assert re.search(r"^index [0-9a-f]{40}\.\.[0-9a-f]{40} 100644$", text, re.M)
+    assert "--- a/vllm/config/cache.py\n+++ b/vllm/config/cache.py\n" in text
+
+
+def _shift_first_hunk(text: str, delta: int) -> str:
+    def shift(m):
+        return f"@@ -{int(m.group(1)) + delta},{m.group(2)} +{int(m.group(3)) + delta},{m.group(4)} @@"
+
+    return re.sub(r"@@ -(\d+),(\d+) \+(\d+),(\d+) @@", shift, text, count=1)
+
+
+def test_hunk_needing_an_offset_is_refused_with_details(project):
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    p.write_text(_shift_first_hunk(p.read_text(), 2))
+    res = project.apply("--force", expect=3)
+    err = res.stderr
+    assert "0001-cache-tweak.patch: vllm/config/cache.py: hunk 1" in err
+    assert "does not apply at line 9" in err
+    assert "offset -2" in err and "strict mode refuses offsets" in err
+    assert "next:" in err
+
+
+def test_hunk_needing_fuzz_is_refused(project):
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    p.write_text(p.read_text().replace("\n line 7\n", "\n line seven\n", 1))
+    err = project.apply("--force", expect=3).stderr
+    assert "expected 'line seven'" in err and "found    'line 7'" in err
+    assert "would need fuzz 1" in err
+
+
+def test_failing_last_patch_leaves_the_previous_tree(project):
+    make_two_patches(project)
+    project.apply("--force")
+    head = git.head(project.tree)
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("     return a - b\n", "     return b - a\n"))
+    project.apply(expect=3)
+    assert git.head(project.tree) == head
+    assert git.status_porcelain(project.tree) == []
+    assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
+
+
+def test_crash_during_build_leaves_old_tree_and_no_leftovers(project, monkeypatch):
+    make_two_patches(project)
+    project.apply("--force")
+    head = git.head(project.tree)
+    calls = []
+
+    def crash(tree, patch):
+        calls.append(patch.name)
+        if len(calls) == 2:
+            raise SimulatedCrash("during the second patch")
+        return real(tree, patch)
+
+    real = apply_mod.apply_patch
+    monkeypatch.setattr(apply_mod, "apply_patch", crash)
+    with pytest.raises(SimulatedCrash):
+        project.apply("--force")
+    assert git.head(project.tree) == head
+    assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
+
+
+def test_crash_between_the_swap_renames_is_recovered(project, monkeypatch):
+    make_two_patches(project)
+    project.apply("--force")
+    head = git.head(project.tree)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        if ".old-" in str(dst):
+            raise SimulatedCrash("after moving the old tree aside")
+
+    monkeypatch.setattr(apply_mod.os, "replace", replace)
+    with pytest.raises(SimulatedCrash):
+        project.apply("--force")
+    assert not project.tree.exists()
+    olds = list(project.tree.parent.glob(f".{project.tree.name}.old-*"))
+    assert len(olds) == 1  # recoverable: the previous tree is intact beside the target
+    monkeypatch.setattr(apply_mod.os, "replace", real_replace)
+    out = json.loads(project.apply("--json").output)
+    assert out["up_to_date"] is True and git.head(project.tree) == head
+    assert not list(project.tree.parent.glob(".*"))
+
+
+def test_dirty_tree_is_never_overwritten(project):
+    make_two_patches(project)
+    project.apply("--force")
+    (project.tree / "vllm/engine/arg_utils.py").write_text("my edit\n")
+    (project.tree / "notes.txt").write_text("untracked\n")
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("a * b", "b * a"))
+    err = project.apply(expect=5).stderr
+    assert "uncommitted changes" in err and "vllm/engine/arg_utils.py" in err and "make refresh" in err
+    assert (project.tree / "vllm/engine/arg_utils.py").read_text() == "my edit\n"
+    assert (project.tree / "notes.txt").exists()
+
+
+def test_unrefreshed_commits_are_never_overwritten(project):
+    project.apply()
+    project.commit_in_tree("vllm/new.py", "x = 1\n", message("new-file"))
+    (project.root / "series").write_text("")  # an edit to the inputs forces a rebuild
+    (project.root / "patches" / "unused").write_text("")
+    err = project.apply(expect=5).stderr
+    assert "commits that are not in patches/" in err and "make refresh" in err
+    assert (project.tree / "vllm/new.py").exists()
+
+
+def test_apply_from_git_source(project, upstream):
+    out = json.loads(project.apply("--git", str(upstream.root), "--json").output)
+    assert out["source"] == "git" and out["base_commit"] == upstream.commit
+    assert git.out(project.tree, "rev-parse", "HEAD") == upstream.commit

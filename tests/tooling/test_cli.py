@@ -1,0 +1,56 @@
+"""CLI surface: help on every command, refresh refusals, exit codes."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from tkvseam.cli import main
+
+from .conftest import message
+from .test_apply import make_two_patches
+
+
+@pytest.mark.parametrize("command", sorted(main.commands))
+def test_every_command_has_help(command):
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.output
+    assert main.commands[command].help
+
+
+def test_refresh_refuses_uncommitted_work(project):
+    make_two_patches(project)
+    project.apply("--force")
+    (project.tree / "vllm/engine/arg_utils.py").write_text("wip\n")
+    before = (project.root / "patches/0002-add-mul.patch").read_bytes()
+    err = project.refresh(expect=5).stderr
+    assert "uncommitted changes" in err and "commit" in err
+    assert (project.root / "patches/0002-add-mul.patch").read_bytes() == before
+
+
+def test_refresh_refuses_to_overwrite_edited_patch_files(project):
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    p.write_text(p.read_text().replace("Changes things.", "Edited by hand."))
+    err = project.refresh(expect=5).stderr
+    assert "patches/ or series changed since the tree was applied" in err
+    assert "Edited by hand." in p.read_text()
+
+
+def test_refresh_exports_a_new_commit_and_renames_nothing_else(project):
+    make_two_patches(project)
+    project.commit_in_tree("vllm/extra.py", "y = 2\n", message("extra-file", "add extra.py"))
+    report = {r.split()[-1]: r.split()[0] for r in project.refresh().output.splitlines()[:-1]}
+    assert report == {"patches/0003-extra-file.patch": "added"}
+    assert (project.root / "series").read_text().split()[-1] == "0003-extra-file.patch"
+
+
+def test_refresh_after_dropping_a_commit_removes_its_patch(project):
+    make_two_patches(project)
+    from tkvseam import git
+
+    git.run(project.tree, "reset", "--hard", "HEAD~1")
+    out = project.refresh().output
+    assert "removed   patches/0002-add-mul.patch" in out
+    assert not (project.root / "patches/0002-add-mul.patch").exists()
+    assert (project.root / "series").read_text() == "0001-cache-tweak.patch\n"
