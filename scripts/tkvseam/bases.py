@@ -156,8 +156,7 @@ def find_sdist_url(base: Base, index_url: str) -> str:
             )
         if entry.get("size") not in (None, base.sdist.size):
             raise VerifyError(
-                f"{base.sdist.filename}: the index lists size {entry['size']}, "
-                f"the pin is {base.sdist.size}"
+                f"{base.sdist.filename}: the index lists size {entry['size']}, the pin is {base.sdist.size}"
             )
         return urllib.parse.urljoin(url, entry["url"])
     raise NetworkError(f"{url} lists no file {base.sdist.filename}")
@@ -303,8 +302,12 @@ def sdist_base_repo(
         )
         (tree / ".git" / "tkv-seam-base.json").write_text(
             json.dumps(
-                {"base": base.name, "sha256": base.sdist.sha256, "commit": commit,
-                 "upstream_commit": upstream},
+                {
+                    "base": base.name,
+                    "sha256": base.sdist.sha256,
+                    "commit": commit,
+                    "upstream_commit": upstream,
+                },
                 indent=1,
             )
         )
@@ -332,8 +335,9 @@ def git_base_repo(base: Base, cache: Path, url: str, progress: Progress = QUIET)
             raise NetworkError(f"cannot clone {url}: {e.message}") from e
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    proc = git.run(mirror, "rev-parse", "--verify", "--quiet", f"refs/tags/{base.tag}^{{commit}}",
-                   check=False)
+    proc = git.run(
+        mirror, "rev-parse", "--verify", "--quiet", f"refs/tags/{base.tag}^{{commit}}", check=False
+    )
     if proc.returncode != 0:
         raise VerifyError(f"{url} has no tag {base.tag}")
     commit = proc.stdout.decode().strip()

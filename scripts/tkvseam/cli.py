@@ -15,7 +15,7 @@ import click
 
 from . import __version__
 from .bases import default_cache_dir, get_base, load_bases
-from .errors import EXIT_LINT, SeamError
+from .errors import SeamError
 from .progress import QUIET, StderrProgress
 
 DEFAULT_BASE = "v0.31.0"
@@ -54,7 +54,10 @@ def handle_errors(fn):
 
 
 base_option = click.option(
-    "--base", "base_name", default=lambda: os.environ.get("BASE", DEFAULT_BASE), show_default=DEFAULT_BASE,
+    "--base",
+    "base_name",
+    default=lambda: os.environ.get("BASE", DEFAULT_BASE),
+    show_default=DEFAULT_BASE,
     help="Known base name (see `tkv-seam bases`).",
 )
 tree_option = click.option("--tree", default=None, help="Work tree [default: build/vllm-<base>].")
@@ -64,12 +67,25 @@ force_option = click.option("--force", is_flag=True, help="Override the refusal 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tkv-seam")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
-              help="Project root holding series, patches/ and bases.toml.")
-@click.option("--bases", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Bases data file [default: <root>/bases.toml].")
-@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
-              envvar="TKV_SEAM_CACHE", help="Download cache [default: ~/.cache/tkv-seam].")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    help="Project root holding series, patches/ and bases.toml.",
+)
+@click.option(
+    "--bases",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Bases data file [default: <root>/bases.toml].",
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    envvar="TKV_SEAM_CACHE",
+    help="Download cache [default: ~/.cache/tkv-seam].",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
 @click.pass_context
 def main(ctx, root, bases, cache, quiet):

@@ -9,13 +9,22 @@ from pathlib import Path
 import click
 
 from .cli import (
-    Context, base_option, emit_json, force_option, handle_errors, json_option, main, tree_option,
+    Context,
+    base_option,
+    emit_json,
+    force_option,
+    handle_errors,
+    json_option,
+    main,
+    tree_option,
 )
 from .errors import EXIT_LINT
 
 pass_ctx = click.make_pass_decorator(Context)
 git_option = click.option(
-    "--git", "git_url", default=lambda: os.environ.get("VLLM_GIT") or None,
+    "--git",
+    "git_url",
+    default=lambda: os.environ.get("VLLM_GIT") or None,
     help="Take the base from this git URL or path (env VLLM_GIT) instead of the PyPI sdist.",
 )
 
@@ -29,12 +38,18 @@ def bases(ctx: Context, as_json):
 
     known = load_bases(ctx.bases_file)
     if as_json:
-        emit_json({n: {"commit_prefix": b.commit_prefix, "sdist": vars(b.sdist), "image": vars(b.image)}
-                   for n, b in known.items()})
+        emit_json(
+            {
+                n: {"commit_prefix": b.commit_prefix, "sdist": vars(b.sdist), "image": vars(b.image)}
+                for n, b in known.items()
+            }
+        )
         return
     for name, b in known.items():
-        click.echo(f"{name}\tcommit {b.commit_prefix}\t{b.sdist.filename} sha256 {b.sdist.sha256[:16]}…"
-                   f"\timage {b.image.name}")
+        click.echo(
+            f"{name}\tcommit {b.commit_prefix}\t{b.sdist.filename} sha256 {b.sdist.sha256[:16]}…"
+            f"\timage {b.image.name}"
+        )
 
 
 @main.command()
@@ -47,8 +62,10 @@ def fetch(ctx: Context, base_name, git_url):
     from .bases import base_repo
 
     repo, fetched = base_repo(ctx.base(base_name), ctx.cache, git_url, progress=ctx.progress)
-    click.echo(f"{base_name}: pristine base {repo.commit[:12]} ({repo.source}, upstream "
-               f"{repo.upstream_commit[:12]}) in {repo.path}; fetched {fetched} bytes")
+    click.echo(
+        f"{base_name}: pristine base {repo.commit[:12]} ({repo.source}, upstream "
+        f"{repo.upstream_commit[:12]}) in {repo.path}; fetched {fetched} bytes"
+    )
 
 
 @main.command()
@@ -67,14 +84,23 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
     """
     from .apply import apply_series
 
-    result = apply_series(ctx.root, ctx.base(base_name), ctx.tree(tree, base_name), ctx.cache,
-                          git_url=git_url, force=force, progress=ctx.progress)
+    result = apply_series(
+        ctx.root,
+        ctx.base(base_name),
+        ctx.tree(tree, base_name),
+        ctx.cache,
+        git_url=git_url,
+        force=force,
+        progress=ctx.progress,
+    )
     if as_json:
         emit_json(result.to_json())
     else:
         state = "up to date" if result.up_to_date else "applied"
-        click.echo(f"{result.tree}: {state}: {len(result.patches)} patches on {result.base} "
-                   f"({result.base_commit[:12]}), HEAD {result.head[:12]} ({result.seconds:.1f} s)")
+        click.echo(
+            f"{result.tree}: {state}: {len(result.patches)} patches on {result.base} "
+            f"({result.base_commit[:12]}), HEAD {result.head[:12]} ({result.seconds:.1f} s)"
+        )
 
 
 @main.command()
@@ -113,5 +139,220 @@ def lint(ctx: Context, as_json):
         for p in problems:
             click.echo(str(p), err=True)
         click.echo(f"lint: {len(problems)} problem(s)" if problems else "lint: ok")
+    if problems:
+        sys.exit(EXIT_LINT)
+
+
+# --------------------------------------------------------------------------- overlay
+
+python_option = click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=".venv-vllm/bin/python",
+    show_default=True,
+    help="Python of the venv holding stock vLLM.",
+)
+
+
+@main.group()
+def overlay():
+    """The patched vllm/ files: stage them, install them into a venv, restore it."""
+
+
+@overlay.command("files")
+@json_option
+@pass_ctx
+@handle_errors
+def overlay_files(ctx: Context, as_json):
+    """List the vllm/ files the series patches (derived from the patches)."""
+    from .overlay import overlay_paths
+    from .series import read_series
+
+    paths = overlay_paths(read_series(ctx.root).load())
+    if as_json:
+        emit_json(paths)
+    else:
+        click.echo("\n".join(paths))
+
+
+@overlay.command("stage")
+@base_option
+@tree_option
+@click.option("--commit", default="HEAD", show_default=True, help="Commit of the build tree to stage.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Stage directory [default: build/overlay-<base>].",
+)
+@pass_ctx
+@handle_errors
+def overlay_stage(ctx: Context, base_name, tree, commit, out):
+    """Write manifest.json + overlay/vllm/... (+ the installer) for one commit."""
+    from .overlay import overlay_paths, stage
+    from .series import read_series
+
+    out = out or ctx.root / "build" / f"overlay-{base_name}"
+    manifest = stage(ctx.tree(tree, base_name), overlay_paths(read_series(ctx.root).load()), out, commit)
+    changed = sum(f["pristine_sha256"] != f["patched_sha256"] for f in manifest["files"])
+    click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
+
+
+def _install(ctx: Context, base_name, tree, python, commit_of):
+    from .apply import tree_state
+    from .overlay import install_into_venv, overlay_paths, stage
+    from .series import read_series
+
+    tree_path = ctx.tree(tree, base_name)
+    commit = commit_of(tree_state(tree_path))
+    out = ctx.root / "build" / "overlay-venv"
+    stage(tree_path, overlay_paths(read_series(ctx.root).load()), out, commit)
+    click.echo(install_into_venv(python, out).rstrip())
+
+
+@overlay.command("install")
+@base_option
+@tree_option
+@python_option
+@click.option("--commit", default="HEAD", show_default=True, help="Commit of the build tree to install.")
+@pass_ctx
+@handle_errors
+def overlay_install(ctx: Context, base_name, tree, python, commit):
+    """Install the overlay of a commit into the venv (each file checked pristine first)."""
+    _install(ctx, base_name, tree, python, lambda state: commit)
+
+
+@overlay.command("restore")
+@base_option
+@tree_option
+@python_option
+@pass_ctx
+@handle_errors
+def overlay_restore(ctx: Context, base_name, tree, python):
+    """Put the pristine base files back into the venv."""
+    _install(ctx, base_name, tree, python, lambda state: state["base_commit"])
+
+
+# --------------------------------------------------------------------------- seam tests
+
+
+def _runner(ctx: Context, base_name, tree, python):
+    from .hfcache import build
+    from .seamtest import Runner
+
+    work = ctx.root / "build" / "seamtest"
+    hf_home = work / "hf-home"
+    build(hf_home, ctx.root / "tests" / "data" / "hf-configs")
+    return Runner(ctx.root, ctx.tree(tree, base_name), python.absolute(), work, hf_home, ctx.progress)
+
+
+@main.group()
+def seamtest():
+    """Run the series' tests (bisect, full) and upstream's tests against the venv."""
+
+
+@seamtest.command("bisect")
+@base_option
+@tree_option
+@python_option
+@json_option
+@pass_ctx
+@handle_errors
+def seamtest_bisect(ctx: Context, base_name, tree, python, as_json):
+    """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
+    from .errors import EXIT_TESTS
+    from .seamtest import bisect
+
+    rows, problems = bisect(_runner(ctx, base_name, tree, python))
+    bad = [r for r in rows if not r.ok]
+    if as_json:
+        emit_json(
+            {
+                "ok": not bad and not problems,
+                "problems": problems,
+                "rows": [dict(vars(r), ok=r.ok) for r in rows],
+            }
+        )
+    else:
+        click.echo(f"{'k':>2}  {'kind':5}  {'at k':7}  {'at k-1':7}  test")
+        for r in rows:
+            mark = "" if r.ok else "   <-- NOT BISECTABLE"
+            click.echo(f"{r.k:>2}  {r.kind:5}  {r.at_k:7}  {r.at_prev:7}  {r.test}{mark}")
+        for p in problems:
+            click.echo(f"compile: {p}", err=True)
+        click.echo(f"bisect: {len(rows) - len(bad)} passed, {len(bad)} failed")
+    if bad or problems:
+        sys.exit(EXIT_TESTS)
+
+
+@seamtest.command("full")
+@base_option
+@tree_option
+@python_option
+@json_option
+@pass_ctx
+@handle_errors
+def seamtest_full(ctx: Context, base_name, tree, python, as_json):
+    """Every test the series names, on the full series."""
+    from .errors import EXIT_TESTS
+    from .seamtest import full
+
+    results = full(_runner(ctx, base_name, tree, python))
+    bad = {n: o for n, o in results.items() if o != "passed"}
+    if as_json:
+        emit_json({"ok": not bad, "results": results})
+    else:
+        for n, o in results.items():
+            click.echo(f"{o:8} {n}")
+        click.echo(f"seam tests: {len(results) - len(bad)} passed, {len(bad)} failed")
+    if bad:
+        sys.exit(EXIT_TESTS)
+
+
+@seamtest.command("upstream")
+@base_option
+@tree_option
+@python_option
+@json_option
+@click.option("--file", "files", multiple=True, help="Upstream test file (repeatable) [default: the six].")
+@pass_ctx
+@handle_errors
+def seamtest_upstream(ctx: Context, base_name, tree, python, as_json, files):
+    """Upstream test files on stock and on the full series: no new failure."""
+    from .errors import EXIT_TESTS
+    from .seamtest import UPSTREAM_FILES, upstream
+
+    results = upstream(_runner(ctx, base_name, tree, python), tuple(files) or UPSTREAM_FILES)
+    bad = [r for r in results if r.regressions]
+    if as_json:
+        emit_json({"ok": not bad, "files": [r.to_json() for r in results]})
+    else:
+        for r in results:
+            fmt = lambda c: ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "nothing ran"  # noqa: E731
+            click.echo(f"{r.file}\n    stock:   {fmt(r.stock)}\n    patched: {fmt(r.patched)}")
+            for nid in r.regressions:
+                click.echo(f"    NEW FAILURE: {nid}")
+        click.echo(
+            f"upstream: {len(results) - len(bad)} passed, {len(bad)} failed (files without new failures)"
+        )
+    if bad:
+        sys.exit(EXIT_TESTS)
+
+
+@main.command()
+@base_option
+@tree_option
+@click.option("--ruff", default=None, help="ruff executable [default: the one beside this Python].")
+@pass_ctx
+@handle_errors
+def stylecheck(ctx: Context, base_name, tree, ruff):
+    """Run vLLM's style gate (ruff check + format, the tree's pyproject) on every patched .py file."""
+    from .stylecheck import stylecheck as run_stylecheck
+
+    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ruff)
+    for p in problems:
+        click.echo(p, err=True)
+    click.echo(f"stylecheck: {len(problems)} problem(s)" if problems else "stylecheck: ok")
     if problems:
         sys.exit(EXIT_LINT)

@@ -50,8 +50,7 @@ def run(
     proc = subprocess.run(cmd, input=input, capture_output=True, env=_env(env))
     if check and proc.returncode != 0:
         raise SeamError(
-            f"git {' '.join(args[:3])} failed in {repo}: "
-            f"{proc.stderr.decode(errors='replace').strip()}"
+            f"git {' '.join(args[:3])} failed in {repo}: {proc.stderr.decode(errors='replace').strip()}"
         )
     return proc
 

@@ -69,7 +69,9 @@ def lint(root: Path) -> list[Problem]:
         h = patch.header
         expected = patch_filename(index, h.slug)
         if name != expected:
-            problems.append(Problem(name, f"file name does not match position and subject: expected {expected}"))
+            problems.append(
+                Problem(name, f"file name does not match position and subject: expected {expected}")
+            )
         if not h.description:
             problems.append(Problem(name, "header has no description paragraph"))
         for key in REQUIRED_TRAILERS:

@@ -275,7 +275,7 @@ def _hunk_sides(hunk) -> tuple[list[str], list[str]]:
     last = None
     for line in hunk:
         if line.line_type == "\\":
-            for side in ((src,) if last == "-" else (tgt,) if last == "+" else (src, tgt)):
+            for side in (src,) if last == "-" else (tgt,) if last == "+" else (src, tgt):
                 side[-1] = side[-1].rstrip("\n")
             continue
         if line.line_type in (" ", "-"):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import io
 import json
 import tarfile
 import threading

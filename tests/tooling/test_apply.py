@@ -11,7 +11,7 @@ import pytest
 from tkvseam import apply as apply_mod
 from tkvseam import git
 
-from .conftest import NAME, message
+from .conftest import message
 
 
 def make_two_patches(project):
@@ -25,7 +25,7 @@ def make_two_patches(project):
     project.commit_in_tree(
         "vllm/engine/arg_utils.py",
         (project.tree / "vllm/engine/arg_utils.py").read_text() + "\n\ndef mul(a, b):\n    return a * b\n",
-        message("add-mul", "add mul()", "Adds mul().") .replace("Depends-on: none", "Depends-on: cache-tweak"),
+        message("add-mul", "add mul()", "Adds mul().").replace("Depends-on: none", "Depends-on: cache-tweak"),
     )
     project.refresh()
     return (project.root / "series").read_text().split()

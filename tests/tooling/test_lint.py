@@ -34,8 +34,11 @@ def test_missing_orphan_and_duplicate_are_all_reported(project):
 def test_header_fields_are_required(project):
     make_two_patches(project)
     p = project.root / "patches/0001-cache-tweak.patch"
-    p.write_text(p.read_text().replace("Reason: upstream lacks it\n", "").replace(
-        "Tests: tests/test_math.py::test_add\n", "Tests: not a node id\n"))
+    p.write_text(
+        p.read_text()
+        .replace("Reason: upstream lacks it\n", "")
+        .replace("Tests: tests/test_math.py::test_add\n", "Tests: not a node id\n")
+    )
     problems = [p["message"] for p in lint_json(project, 6)["problems"]]
     assert "header lacks the Reason: field" in problems
     assert "Tests/Guard value is not a pytest node id: 'not a node id'" in problems
@@ -54,8 +57,12 @@ def test_conflict_marker_is_reported_with_file_and_line(project):
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("+def mul(a, b):\n", "+<<<<<<< HEAD\n"))
     rows = lint_json(project, 6)["problems"]
-    assert {"patch": "0002-add-mul.patch", "file": "vllm/engine/arg_utils.py", "line": 9,
-            "message": "conflict marker '<<<<<<<'"} in rows
+    assert {
+        "patch": "0002-add-mul.patch",
+        "file": "vllm/engine/arg_utils.py",
+        "line": 9,
+        "message": "conflict marker '<<<<<<<'",
+    } in rows
 
 
 def test_corrupt_and_escaping_patches_are_named(project):
@@ -63,8 +70,11 @@ def test_corrupt_and_escaping_patches_are_named(project):
     p1 = project.root / "patches/0001-cache-tweak.patch"
     p1.write_text(p1.read_text()[:-40])
     p2 = project.root / "patches/0002-add-mul.patch"
-    p2.write_text(p2.read_text().replace("a/vllm/engine/arg_utils.py", "a/../arg_utils.py").replace(
-        "b/vllm/engine/arg_utils.py", "b/../arg_utils.py"))
+    p2.write_text(
+        p2.read_text()
+        .replace("a/vllm/engine/arg_utils.py", "a/../arg_utils.py")
+        .replace("b/vllm/engine/arg_utils.py", "b/../arg_utils.py")
+    )
     rows = {p["patch"]: p["message"] for p in lint_json(project, 6)["problems"]}
     assert rows["0001-cache-tweak.patch"].startswith("corrupt or truncated diff")
     assert rows["0002-add-mul.patch"] == "../arg_utils.py: path leaves the tree ('..'): refused"

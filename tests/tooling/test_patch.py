@@ -32,9 +32,12 @@ def patch_text(path: str = "vllm/x.py", msg: str | None = None) -> str:
 
 
 def test_header_fields_are_parsed_above_the_diff():
-    msg = message("demo", "demo change", "What it does.\n\nMore detail.").replace(
-        "Reason: upstream lacks it\n", "Reason: upstream lacks it,\n and says so at length\n"
-    ) + "Guard: tests/test_math.py::test_guard\n"
+    msg = (
+        message("demo", "demo change", "What it does.\n\nMore detail.").replace(
+            "Reason: upstream lacks it\n", "Reason: upstream lacks it,\n and says so at length\n"
+        )
+        + "Guard: tests/test_math.py::test_guard\n"
+    )
     p = parse_text(patch_text(msg=msg), "0001-demo.patch")
     h = p.header
     assert (h.slug, h.summary, h.author) == ("demo", "demo change", "Seam Dev <dev@example.invalid>")
@@ -47,11 +50,17 @@ def test_header_fields_are_parsed_above_the_diff():
 
 @pytest.mark.parametrize(
     "path, reason",
-    [("../outside.py", "leaves the tree"), ("vllm/../../x.py", "leaves the tree"),
-     ("/etc/passwd", None), (".git/hooks/post-commit", "path into .git")],
+    [
+        ("../outside.py", "leaves the tree"),
+        ("vllm/../../x.py", "leaves the tree"),
+        ("/etc/passwd", None),
+        (".git/hooks/post-commit", "path into .git"),
+    ],
 )
 def test_paths_that_leave_the_tree_are_refused(path, reason):
-    text = patch_text(path).replace(f"a//{path[1:]}", f"a/{path}") if path.startswith("/") else patch_text(path)
+    text = (
+        patch_text(path).replace(f"a//{path[1:]}", f"a/{path}") if path.startswith("/") else patch_text(path)
+    )
     if path.startswith("/"):
         # an absolute path appears without the a/ b/ prefixes
         text = text.replace(f"a/{path}", path).replace(f"b/{path}", path)
@@ -77,10 +86,15 @@ def test_symlink_escape_is_refused_at_apply(tmp_path):
 
 
 def test_symlink_creation_is_refused():
-    text = patch_text().replace(
-        "index 1111111111111111111111111111111111111111..2222222222222222222222222222222222222222 100644\n",
-        "new file mode 120000\nindex 0000000..2222222\n",
-    ).replace("--- a/vllm/x.py", "--- /dev/null").replace("@@ -1,2 +1,2 @@\n a\n-b\n+c\n", "@@ -0,0 +1 @@\n+/etc\n")
+    text = (
+        patch_text()
+        .replace(
+            "index 1111111111111111111111111111111111111111..2222222222222222222222222222222222222222 100644\n",
+            "new file mode 120000\nindex 0000000..2222222\n",
+        )
+        .replace("--- a/vllm/x.py", "--- /dev/null")
+        .replace("@@ -1,2 +1,2 @@\n a\n-b\n+c\n", "@@ -0,0 +1 @@\n+/etc\n")
+    )
     with pytest.raises(PatchFormatError, match="symlinks are not allowed"):
         parse_text(text, "0001-demo.patch")
 

@@ -1,0 +1,90 @@
+# tkv-seam: the turbo-attn seam as a patch queue on a pinned vLLM release.
+# `make help` lists the targets. Variables: BASE (default v0.31.0), TO (port target),
+# FORCE=1 (override a refusal; may drop work), VLLM_GIT=<url-or-path> (git source).
+
+BASE    ?= v0.31.0
+TO      ?= v0.32.0
+PYTHON  ?= python3.11
+TREE    := build/vllm-$(BASE)
+VENV    := .venv
+VLLM_VENV := .venv-vllm
+UV      := $(VENV)/bin/uv
+TOOL    := $(VENV)/bin/tkv-seam
+FORCE_FLAG := $(if $(filter 1 yes true,$(FORCE)),--force,)
+export UV_CACHE_DIR ?= $(HOME)/.cache/uv
+# uv ignores pip's config: point it at the local CPU torch wheel when the machine has one.
+FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
+
+.DEFAULT_GOAL := help
+.PHONY: help apply refresh lint lint-code lint-patches test test-tooling test-seam bisect \
+        seam-full upstream plugin bench image port overlay venv venv-vllm clean
+
+help: ## Show this help
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+$(VENV)/.done: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9
+	$(UV) pip install -q -p $(VENV)/bin/python -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff
+
+$(VLLM_VENV)/.done: ci/lock-cpu.txt $(VENV)/.done
+	rm -rf $(VLLM_VENV)
+	$(UV) venv -q -p $(PYTHON) $(VLLM_VENV)
+	$(UV) pip install -q -p $(VLLM_VENV)/bin/python --no-deps $(FIND_LINKS) -r ci/lock-cpu.txt
+	touch $@
+
+venv-vllm: $(VLLM_VENV)/.done ## Test venv (.venv-vllm): vLLM 0.31.0 + CPU torch from ci/lock-cpu.txt
+
+apply: venv ## Fetch + verify BASE, apply the series strictly into build/vllm-BASE
+	$(TOOL) apply --base $(BASE) $(FORCE_FLAG)
+
+refresh: venv ## Export the build tree's commits back to patches/ + series
+	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
+
+lint: venv lint-code ## Lint series/patches, the tool's code, and the patched files (vLLM's ruff gate)
+	$(TOOL) lint
+	$(MAKE) --no-print-directory lint-patches
+
+lint-code: venv
+	$(VENV)/bin/ruff check scripts tests
+	$(VENV)/bin/ruff format --check scripts tests
+
+lint-patches: apply ## vLLM v0.31.0's style gate (ruff 0.14.0, the tree's pyproject) on every patched .py file
+	$(TOOL) stylecheck --base $(BASE)
+
+test: lint test-tooling test-seam ## Everything: lint, tooling tests, seam tests on CPU
+
+test-tooling: venv ## The queue's own tests (synthetic bases, offline)
+	$(VENV)/bin/python -m pytest -q tests/tooling
+
+test-seam: bisect seam-full upstream plugin ## Per-patch bisect, full series, upstream no-regression, plugin
+
+bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1
+	$(TOOL) seamtest bisect --base $(BASE)
+
+seam-full: apply venv-vllm ## All seam tests on the full series
+	$(TOOL) seamtest full --base $(BASE)
+
+upstream: apply venv-vllm ## vLLM's own tests: no failure that stock v0.31.0 does not show
+	$(TOOL) seamtest upstream --base $(BASE)
+
+plugin: apply venv-vllm ## turbo-attn 0.70.1 loads on the patched vLLM (and breaks stock)
+	$(TOOL) seamtest plugin --base $(BASE)
+
+overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm
+	$(TOOL) overlay install --base $(BASE)
+
+bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios
+	$(VENV)/bin/python bench/bench.py --base $(BASE)
+
+image: apply ## Build the Docker overlay image (needs a Docker engine)
+	$(TOOL) image --base $(BASE)
+
+port: venv ## Forward-port report of the series onto TO (e.g. make port TO=v0.32.0)
+	$(TOOL) port --base $(BASE) --to $(TO)
+
+clean: ## Remove build/ (keeps the venvs and the download cache)
+	rm -rf build
