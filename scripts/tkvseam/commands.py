@@ -356,3 +356,138 @@ def stylecheck(ctx: Context, base_name, tree, ruff):
     click.echo(f"stylecheck: {len(problems)} problem(s)" if problems else "stylecheck: ok")
     if problems:
         sys.exit(EXIT_LINT)
+
+
+@seamtest.command("plugin")
+@base_option
+@tree_option
+@python_option
+@json_option
+@pass_ctx
+@handle_errors
+def seamtest_plugin(ctx: Context, base_name, tree, python, as_json):
+    """turbo-attn 0.70.1: breaks stock v0.31.0, loads and plans on the patched vLLM."""
+    from .errors import EXIT_TESTS
+    from .seamtest import plugin
+
+    results = plugin(_runner(ctx, base_name, tree, python))
+    bad = {(label, n): o for label, rows in results.items() for n, o in rows.items() if o != "passed"}
+    empty = [label for label, rows in results.items() if not rows]
+    if as_json:
+        emit_json({"ok": not bad and not empty, "results": results})
+    else:
+        for label, rows in results.items():
+            for n, o in rows.items():
+                click.echo(f"{label:8} {o:8} {n}")
+        total = sum(len(rows) for rows in results.values())
+        click.echo(f"plugin: {total - len(bad)} passed, {len(bad)} failed")
+    if bad or empty:
+        sys.exit(EXIT_TESTS)
+
+
+# --------------------------------------------------------------------------- image
+
+
+@main.command()
+@base_option
+@tree_option
+@click.option(
+    "--base-image",
+    envvar="BASE_IMAGE",
+    default=None,
+    help="Base image [default: the pinned official image of the base].",
+)
+@click.option(
+    "--turbo-attn",
+    envvar="TURBO_ATTN",
+    default="turbo-attn==0.70.1",
+    show_default=True,
+    help="Plugin requirement installed in the image; empty skips it.",
+)
+@click.option(
+    "--stand-in",
+    is_flag=True,
+    envvar="STAND_IN",
+    help="Accept a base image whose revision label does not match (a local stand-in).",
+)
+@click.option("--tag", default=None, help="Image tag [default: tkv-seam/vllm-openai:<base>-<series digest>].")
+@json_option
+@pass_ctx
+@handle_errors
+def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, as_json):
+    """Build the overlay image: the base image + exactly the patched vllm/ files (docker SDK).
+
+    Checks the base image's revision label against the pin before building (exit 7
+    when refused or when no Docker engine is reachable); streams the build log.
+    """
+    from .image import build
+
+    log = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+    result = build(
+        ctx.root,
+        ctx.tree(tree, base_name),
+        ctx.base(base_name),
+        base_image,
+        turbo_attn,
+        stand_in,
+        tag,
+        log=log,
+    )
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for layer in result.added_layers:
+        click.echo(f"layer {layer['size'] / 1e6:8.2f} MB  {layer['created_by']}")
+    click.echo(
+        f"built {result.tag} ({result.image_id[:19]}) on {result.base_image} "
+        f"(revision {result.base_revision}); added {result.added_bytes / 1e6:.2f} MB"
+    )
+    click.echo(f"run:  docker run --gpus all -p 8000:8000 {result.tag} <model> --kv-cache-dtype tkv")
+
+
+# --------------------------------------------------------------------------- port
+
+
+@main.command()
+@base_option
+@click.option("--to", "to_name", required=True, help="The newer base to port onto (e.g. v0.32.0).")
+@click.option("--tree", default=None, help="Port tree [default: build/port-<to>].")
+@click.option(
+    "--stop", is_flag=True, help="Stop at the first conflict, leaving its markers for you to resolve."
+)
+@json_option
+@pass_ctx
+@handle_errors
+def port(ctx: Context, base_name, to_name, tree, stop, as_json):
+    """Forward-port report: apply the series onto a newer base, per patch and per hunk.
+
+    The port tree is a tkv-seam tree: resolve conflicts there, commit, then
+    `tkv-seam refresh --base <to> --tree <port tree>` rewrites the patches.
+    """
+    from .port import port as do_port
+
+    dest = Path(tree) if tree else ctx.root / "build" / f"port-{to_name}"
+    reports = do_port(ctx.root, ctx.base(base_name), ctx.base(to_name), ctx.cache, dest, stop, ctx.progress)
+    if as_json:
+        emit_json(
+            {
+                "from": base_name,
+                "to": to_name,
+                "tree": str(dest),
+                "patches": [vars(r) | {"hunks": [vars(h) for h in r.hunks]} for r in reports],
+            }
+        )
+        return
+    for r in reports:
+        moved = [h for h in r.hunks if h.status != "exact"]
+        click.echo(
+            f"{r.status:9} {r.name}" + (f"  ({len(moved)}/{len(r.hunks)} hunks moved)" if moved else "")
+        )
+        for h in moved:
+            click.echo(f"            {h.file} hunk {h.hunk} {h.header}: {h.status}")
+        for c in r.conflicts:
+            click.echo(f"            CONFLICT {c}")
+        if r.note:
+            click.echo(f"            {r.note}")
+    clean = sum(r.status in ("exact", "3-way") for r in reports)
+    click.echo(f"port {base_name} -> {to_name}: {clean} of {len(reports)} patches apply; tree {dest}")

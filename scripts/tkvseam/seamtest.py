@@ -275,3 +275,56 @@ def upstream(r: Runner, files: tuple[str, ...] = UPSTREAM_FILES) -> list[Upstrea
         )
         results.append(UpstreamResult(f, _counts(s), _counts(p), regressions))
     return results
+
+
+PLUGIN_REQUIREMENTS = "ci/plugin-requirements.txt"
+PLUGIN_STOCK = "tests/plugin/test_stock.py"
+PLUGIN_PATCHED = "tests/plugin/test_patched.py"
+
+
+def plugin_dir(r: Runner) -> Path:
+    """turbo-attn installed with --no-deps into its own --target dir (hash-checked by uv)."""
+    target = r.work.parent / "plugin" / "turbo-attn"
+    req = r.root / PLUGIN_REQUIREMENTS
+    stamp = target / ".requirements"
+    if stamp.exists() and stamp.read_text() == req.read_text():
+        return target
+    uv = Path(os.environ.get("UV") or Path(__file__).resolve().parents[2] / ".venv/bin/uv")
+    cmd = [
+        str(uv if uv.exists() else "uv"),
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--require-hashes",
+        "--target",
+        str(target),
+        "-p",
+        str(r.python),
+        "-r",
+        str(req),
+    ]
+    r.progress.step(f"install {req.name} into {target}")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SeamError(
+            f"cannot install the plugin: {proc.stderr.strip()}", hint="check network access to PyPI"
+        )
+    stamp.write_text(req.read_text())
+    return target
+
+
+def plugin(r: Runner) -> dict[str, dict[str, str]]:
+    """turbo-attn on stock v0.31.0 (breaks it) and on the full series (works); outcomes per test."""
+    patches = read_series(r.root).load()
+    paths = overlay_paths(patches)
+    base, commits = r.commits()
+    target = plugin_dir(r)
+    extra = {"TKV_SEAM_PLUGIN_PATH": str(target)}
+    results = {}
+    for label, commit, test_file in (("stock", base, PLUGIN_STOCK), ("patched", commits[-1], PLUGIN_PATCHED)):
+        r.install(commit, paths)
+        rows = r.pytest(r.root, [test_file], f"plugin-{label}", extra)
+        results[label] = {nid: row["outcome"] for nid, row in rows.items()}
+    r.install(commits[-1], paths)
+    return results

@@ -51,14 +51,16 @@ class Upstream:
 VERSION_FILE = "vllm/_version.py"
 
 
-def _write_tree(root: Path, commit: str | None) -> None:
+def _write_tree(
+    root: Path, commit: str | None, files: dict[str, str] = FILES, version: str = VERSION
+) -> None:
     """Write the tree; ``_version.py`` only for the sdist (upstream generates it, git ignores it)."""
-    for rel, text in FILES.items():
+    for rel, text in files.items():
         if rel == VERSION_FILE and commit is None:
             continue
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text.replace("{commit}", (commit or "")[:9]))
+        p.write_text(text.replace("{commit}", (commit or "")[:9]).replace(f"'{VERSION}'", f"'{version}'"))
 
 
 def make_tarball(src: Path, dest: Path, top: str) -> None:
@@ -70,28 +72,58 @@ def make_tarball(src: Path, dest: Path, top: str) -> None:
             tar.add(p, arcname=f"{top}/{rel}", recursive=False)
 
 
-@pytest.fixture(scope="session")
-def upstream(tmp_path_factory) -> Upstream:
-    """A git repo tagged v9.9.9, and its sdist whose _version.py names the tagged commit."""
-    top = tmp_path_factory.mktemp("upstream")
+def make_release(top: Path, version: str, files: dict[str, str]) -> Upstream:
+    """Commit ``files`` in the git repo under ``top``, tag v<version>, and make the matching sdist."""
     root = top / "vllm"
-    git.init(root)
-    _write_tree(root, None)
-    commit = git.commit(root, "release 9.9.9\n", "Up Stream <up@example.invalid>")
-    git.run(root, "tag", NAME, commit)
-    stage = top / "stage"
-    _write_tree(stage, commit)
-    tarball = top / f"vllm-{VERSION}.tar.gz"
-    make_tarball(stage, tarball, f"vllm-{VERSION}")
+    if not root.exists():
+        git.init(root)
+    _write_tree(root, None, files, version)
+    commit = git.commit(root, f"release {version}\n", "Up Stream <up@example.invalid>")
+    git.run(root, "tag", f"v{version}", commit)
+    stage = top / f"stage-{version}"
+    _write_tree(stage, commit, files, version)
+    tarball = top / f"vllm-{version}.tar.gz"
+    make_tarball(stage, tarball, f"vllm-{version}")
     data = tarball.read_bytes()
     return Upstream(root, commit, tarball, hashlib.sha256(data).hexdigest(), len(data))
 
 
-def bases_toml(up: Upstream, sha256: str | None = None, commit: str | None = None) -> str:
+# The next synthetic release: two lines inserted at the top of cache.py (hunks move: offset),
+# and sub() rewritten (a patch touching it conflicts).
+NEXT_VERSION = "9.10.0"
+NEXT_FILES = {
+    **FILES,
+    "vllm/config/cache.py": "# new header\n# more\n" + FILES["vllm/config/cache.py"],
+    "vllm/engine/arg_utils.py": FILES["vllm/engine/arg_utils.py"].replace("return a - b", "return -(b - a)"),
+}
+
+
+@pytest.fixture(scope="session")
+def releases(tmp_path_factory) -> dict[str, Upstream]:
+    """Two synthetic releases in one git repo: v9.9.9 and v9.10.0, each with its sdist."""
+    top = tmp_path_factory.mktemp("upstream")
+    return {
+        NAME: make_release(top, VERSION, FILES),
+        f"v{NEXT_VERSION}": make_release(top, NEXT_VERSION, NEXT_FILES),
+    }
+
+
+@pytest.fixture(scope="session")
+def upstream(releases) -> Upstream:
+    return releases[NAME]
+
+
+def bases_toml(
+    up: Upstream,
+    sha256: str | None = None,
+    commit: str | None = None,
+    name: str = NAME,
+    version: str = VERSION,
+) -> str:
     return f"""
-["{NAME}"]
-version = "{VERSION}"
-tag = "{NAME}"
+["{name}"]
+version = "{version}"
+tag = "{name}"
 commit_prefixes = ["{(commit or up.commit)[:9]}", "{(commit or up.commit)[:12]}"]
 sdist = {{ filename = "{up.tarball.name}", size = {up.size}, sha256 = "{sha256 or up.sha256}" }}
 image = {{ name = "example/vllm:{NAME}", revision_prefix = "{up.commit[:12]}" }}
@@ -124,22 +156,21 @@ class _Index(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def index(upstream, monkeypatch):
-    """A PEP 691 Simple API on 127.0.0.1 serving the synthetic sdist; yields the handler class."""
+def index(releases, monkeypatch):
+    """A PEP 691 Simple API on 127.0.0.1 serving the synthetic sdists; yields the handler class."""
     handler = type("Index", (_Index,), {"files": {}, "listing": {}, "requests": []})
-    data = upstream.tarball.read_bytes()
-    handler.files[f"/files/{upstream.tarball.name}"] = data
-    handler.listing = {
-        "name": "vllm",
-        "files": [
+    handler.listing = {"name": "vllm", "files": []}
+    for up in releases.values():
+        data = up.tarball.read_bytes()
+        handler.files[f"/files/{up.tarball.name}"] = data
+        handler.listing["files"].append(
             {
-                "filename": upstream.tarball.name,
-                "url": f"/files/{upstream.tarball.name}",
+                "filename": up.tarball.name,
+                "url": f"/files/{up.tarball.name}",
                 "size": len(data),
-                "hashes": {"sha256": upstream.sha256},
+                "hashes": {"sha256": up.sha256},
             }
-        ],
-    }
+        )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -54,3 +54,12 @@ def test_refresh_after_dropping_a_commit_removes_its_patch(project):
     assert "removed   patches/0002-add-mul.patch" in out
     assert not (project.root / "patches/0002-add-mul.patch").exists()
     assert (project.root / "series").read_text() == "0001-cache-tweak.patch\n"
+
+
+def test_image_without_a_docker_engine_fails_with_one_clear_line(project, monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    res = project.cli("image", "--base", "v9.9.9", expect=7)
+    assert res.stderr.strip().splitlines() == [
+        f"Error: no Docker engine reachable at unix://{tmp_path}/no-such.sock: start dockerd or set "
+        "DOCKER_HOST (README.md, 'Docker image')"
+    ]
