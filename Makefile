@@ -16,7 +16,7 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
-.PHONY: help apply refresh lint lint-code lint-patches test test-tooling test-seam bisect \
+.PHONY: help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
         seam-full upstream plugin bench image port overlay venv venv-vllm clean
 
 help: ## Show this help
@@ -55,10 +55,16 @@ lint-code: venv
 lint-patches: apply ## vLLM v0.31.0's style gate (ruff 0.14.0, the tree's pyproject) on every patched .py file
 	$(TOOL) stylecheck --base $(BASE)
 
-test: lint test-tooling test-seam ## Everything: lint, tooling tests, seam tests on CPU
+test: lint test-tooling test-series test-seam test-image ## Everything: lint, tool tests, seam tests on CPU, image
 
 test-tooling: venv ## The queue's own tests (synthetic bases, offline)
 	$(VENV)/bin/python -m pytest -q tests/tooling
+
+test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am
+	$(VENV)/bin/python -m pytest -q tests/series
+
+test-image: apply ## The overlay image on a stand-in base (needs a Docker engine; CI starts one)
+	$(VENV)/bin/python -m pytest -q -rs tests/image
 
 test-seam: bisect seam-full upstream plugin ## Per-patch bisect, full series, upstream no-regression, plugin
 

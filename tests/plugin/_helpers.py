@@ -1,0 +1,163 @@
+"""Shared helpers for the real-client tests: turbo-attn (``tkv``) loaded by vLLM in a subprocess.
+
+Every test that lets vLLM load the plugin runs its body in a fresh interpreter
+(``run_vllm_script``): plugin registration patches vLLM process-wide (backend
+slot, cache dtypes, ``Attention.get_kv_cache_spec``, the bypass flag), so it must
+never happen inside the pytest process or be shared between tests.
+
+The plugin comes from ``TKV_SEAM_PLUGIN_PATH``: a directory that
+``pip install --no-deps --target DIR turbo-attn==0.70.1`` filled. It is prepended
+to ``PYTHONPATH`` of the subprocess; whatever ``PYTHONPATH`` the runner set (for
+example a patched vLLM tree) is kept behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PLUGIN_PATH_ENV = "TKV_SEAM_PLUGIN_PATH"
+RESULT_KEY = "tkv_seam_result"
+SUBPROCESS_TIMEOUT_S = 900
+
+#: The class path turbo-attn registers into the ``TURBO_ATTN`` slot.
+TKV_BACKEND_PATH = "tkv.integrations.vllm.backend_class.TkvAttentionBackend"
+
+#: A uniform width the plugin accepts (integer 2..8); sizes its codec specs.
+TKV_BITS = "4"
+
+#: Tiny Llama: head_dim 64 has a baked codebook in tkv, so building the codec
+#: impl of a layer needs no scipy.
+TINY_MODEL = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 128,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+}
+
+# Prepended to every script: ``emit`` prints the one JSON result line the test reads.
+_PRELUDE = f"""\
+import json as _json
+
+
+def emit(**result):
+    print(_json.dumps({{{RESULT_KEY!r}: result}}), flush=True)
+
+
+"""
+
+
+def plugin_path() -> Path:
+    """The turbo-attn install dir; a missing or wrong setting fails the test (never skips)."""
+    raw = os.environ.get(PLUGIN_PATH_ENV, "").strip()
+    if not raw:
+        pytest.fail(
+            f"{PLUGIN_PATH_ENV} is unset: point it at the directory turbo-attn==0.70.1 was installed "
+            "into with `pip install --no-deps --target DIR turbo-attn==0.70.1`.",
+            pytrace=False,
+        )
+    path = Path(raw).resolve()
+    if not (path / "tkv" / "integrations" / "vllm" / "plugin.py").is_file():
+        pytest.fail(
+            f"{PLUGIN_PATH_ENV}={raw} does not hold the turbo-attn package "
+            "(tkv/integrations/vllm/plugin.py is missing).",
+            pytrace=False,
+        )
+    return path
+
+
+def write_tiny_model(directory: Path, **overrides) -> Path:
+    """A local model dir holding only ``config.json`` (enough for ``create_engine_config``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps({**TINY_MODEL, **overrides}, indent=1))
+    return directory
+
+
+def vllm_env(tmp_path: Path, *, vllm_plugins: str | None = None) -> dict[str, str]:
+    """Environment of one vLLM subprocess: CPU, offline, fresh caches, plugin importable.
+
+    ``vllm_plugins=None`` removes ``VLLM_PLUGINS`` (unset means: load every plugin);
+    a string sets it (``""`` is an allowlist matching nothing: no plugin loads).
+    """
+    plugin = plugin_path()
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True, exist_ok=True)
+    tkv_cache = tmp_path / "tkv-cache"
+    tkv_cache.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    inherited = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(plugin), inherited) if p)
+    env.update(
+        {
+            "VLLM_TARGET_DEVICE": "cpu",
+            "HF_HUB_OFFLINE": "1",
+            "HOME": str(home),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "VLLM_CACHE_ROOT": str(home / ".cache" / "vllm"),
+            "TKV_BITS": TKV_BITS,
+            "TKV_CACHE_DIR": str(tkv_cache),
+            "TKV_CALIBRATION": "none",
+        }
+    )
+    if vllm_plugins is None:
+        env.pop("VLLM_PLUGINS", None)
+    else:
+        env["VLLM_PLUGINS"] = vllm_plugins
+    return env
+
+
+def run_vllm_script(script: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> dict:
+    """Run ``script`` in a fresh interpreter; return the dict it passed to ``emit(...)``.
+
+    The script gets ``sys.argv[1:] == args``. A non-zero exit or a missing result
+    line fails the test with the tail of the subprocess output.
+    """
+    env = vllm_env(tmp_path) if env is None else env
+    work = tmp_path / "cwd"
+    work.mkdir(exist_ok=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _PRELUDE + textwrap.dedent(script), *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
+    )
+    results = []
+    for line in proc.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and RESULT_KEY in obj:
+            results.append(obj[RESULT_KEY])
+    if proc.returncode != 0 or len(results) != 1:
+        tail = "\n".join((proc.stdout + "\n" + proc.stderr).strip().splitlines()[-40:])
+        pytest.fail(
+            f"vLLM subprocess exited {proc.returncode} with {len(results)} result line(s); "
+            f"PYTHONPATH={env.get('PYTHONPATH', '')}\n--- output tail ---\n{tail}",
+            pytrace=False,
+        )
+    return results[0]

@@ -1,0 +1,162 @@
+"""The real seam series on the real v0.31.0 base: footprint, forbidden names, quilt and git am.
+
+Runs after `make apply` (uses build/vllm-v0.31.0 and its pristine base commit).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tkvseam import git
+from tkvseam.apply import read_state
+from tkvseam.overlay import overlay_paths
+from tkvseam.series import read_series
+
+ROOT = Path(__file__).resolve().parents[2]
+TREE = ROOT / "build" / "vllm-v0.31.0"
+
+VLLM_FILES = [
+    "vllm/config/attention.py",
+    "vllm/config/cache.py",
+    "vllm/engine/arg_utils.py",
+    "vllm/model_executor/layers/attention/attention.py",
+    "vllm/model_executor/layers/attention/mla_attention.py",
+    "vllm/platforms/cuda.py",
+    "vllm/v1/attention/backend.py",
+    "vllm/v1/attention/backends/registry.py",
+    "vllm/v1/attention/selector.py",
+    "vllm/v1/core/kv_cache_utils.py",
+    "vllm/v1/kv_cache_interface.py",
+    "vllm/v1/worker/gpu_worker.py",
+]
+OTHER_FILES = [
+    "PROTOCOL.md",
+    "tests/engine/test_arg_utils.py",
+    "tests/v1/attention/test_mla_wrapper_selection.py",
+    "tests/v1/core/test_aggregated_layer_count.py",
+    "tests/v1/core/test_kv_seam_invariants.py",
+    "tests/v1/worker/test_gpu_worker.py",
+]
+SLUGS = [
+    "kv-cache-dtype-registry",
+    "turbo-attn-backend-slot",
+    "turbo-attn-cuda-candidate",
+    "plugin-dtype-implies-turbo-attn",
+    "backend-lifecycle-hooks",
+    "mla-backend-wrapping",
+    "mla-chunked-context-gather-op",
+    "tkv-layer-index",
+    "fused-kv-pages",
+    "protocol-doc",
+]
+# SEAM.md 1.4: obsolete or dropped names that no added line of code or test may carry.
+FORBIDDEN = [
+    "get_kv_cache_spec_class",
+    "get_manager_class",
+    "uses_per_group_kv_pool",
+    "on_kv_manager_created",
+    "get_supported_kv_cache_dtypes",
+    "_MultiGroupPoolView",
+    "per_group_num_blocks",
+    "kv_cache_dtype_skip_layers_dtype",
+    "kv-cache-dtype-skip-layers-dtype",
+    "VLLM_KV_CACHE_SKIP_LAYERS_DTYPE",
+    "VLLM_SAMPLER_RESERVE_MIB",
+    "kv_cache_dtype_is_backend_managed",
+    "spec_decode_warmup",
+    "turbo_attn_warmup",
+    "cutedsl_cache",
+    "get_required_kv_cache_layout",
+    "set_kv_cache_layout",
+]
+
+
+@pytest.fixture(scope="module")
+def patches():
+    return read_series(ROOT).load()
+
+
+@pytest.fixture(scope="module")
+def state():
+    s = read_state(TREE)
+    assert s is not None, f"{TREE} missing: run `make apply`"
+    return s
+
+
+def test_series_is_the_ten_concerns_in_order(patches):
+    assert [p.header.slug for p in patches] == SLUGS
+    assert [p.name for p in patches] == [f"{i:04d}-{s}.patch" for i, s in enumerate(SLUGS, 1)]
+
+
+def test_footprint_is_exactly_the_18_files(patches):
+    touched = sorted({fc.path for p in patches for fc in p.files})
+    assert touched == sorted(VLLM_FILES + OTHER_FILES)
+    assert overlay_paths(patches) == VLLM_FILES
+    assert not [fc.path for p in patches for fc in p.files if fc.path.endswith("__init__.py")]
+
+
+def test_no_obsolete_or_dropped_name_is_added(patches):
+    hits = [
+        (p.name, f, n, name)
+        for p in patches
+        for f, n, text in p.added_lines()
+        if f != "PROTOCOL.md"  # the contract must say which names no longer exist
+        for name in FORBIDDEN
+        if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
+    ]
+    assert hits == []
+    # backend-level get_gather_op is obsolete; only MLACommonBaseImpl._get_gather_op exists
+    assert not [t for p in patches for f, _, t in p.added_lines() if re.search(r"(?<!_)\bget_gather_op\b", t)]
+
+
+def test_every_patch_says_why_and_how_it_is_tested(patches):
+    for p in patches:
+        h = p.header
+        assert h.description and h.get("Verdict") and h.get("Reason"), p.name
+        assert h.tests or h.get("Checks"), p.name
+        for node in h.tests + h.guards:
+            assert node.split("::")[0] in {fc.path for fc in p.files}, (p.name, node)
+
+
+def _pristine_copy(state, dest: Path) -> None:
+    data = git.run(TREE, "archive", "--format=tar", state["base_commit"]).stdout
+    dest.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
+
+
+def test_quilt_push_all_applies_without_fuzz(tmp_path, state):
+    assert shutil.which("quilt"), "quilt is required for this check: apt-get install quilt"
+    work = tmp_path / "q"
+    _pristine_copy(state, work)
+    env = dict(
+        os.environ,
+        QUILT_PATCHES=str(ROOT / "patches"),
+        QUILT_SERIES=str(ROOT / "series"),
+        QUILT_PC=str(tmp_path / "pc"),
+    )
+    proc = subprocess.run(
+        ["quilt", "push", "-a", "--fuzz=0"], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "offset" not in proc.stdout and "fuzz" not in proc.stdout
+    for path in VLLM_FILES + OTHER_FILES:
+        assert (work / path).read_bytes() == git.run(TREE, "show", f"{state['head']}:{path}").stdout, path
+
+
+def test_git_am_in_series_order_gives_the_same_tree(tmp_path, state):
+    work = tmp_path / "am"
+    git.run(None, "clone", "-q", "--no-checkout", "--local", str(TREE), str(work))
+    git.run(work, "checkout", "-q", "-b", "am", state["base_commit"])
+    names = read_series(ROOT).names
+    git.run(work, "am", "-q", "--no-3way", *[str(ROOT / "patches" / n) for n in names])
+    assert git.out(work, "rev-parse", "HEAD^{tree}") == git.out(
+        TREE, "rev-parse", f"{state['head']}^{{tree}}"
+    )
+    subjects = git.out(work, "log", "--format=%s", f"{state['base_commit']}..HEAD").splitlines()
+    assert [s.split(":")[0] for s in reversed(subjects)] == SLUGS
