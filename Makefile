@@ -16,7 +16,7 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
-.PHONY: help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
+.PHONY: check-refresh help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
         seam-full upstream plugin bench image port overlay venv venv-vllm clean
 
 help: ## Show this help
@@ -55,7 +55,7 @@ lint-code: venv
 lint-patches: apply ## vLLM v0.31.0's style gate (ruff 0.14.0, the tree's pyproject) on every patched .py file
 	$(TOOL) stylecheck --base $(BASE)
 
-test: lint test-tooling test-series test-seam test-image ## Everything: lint, tool tests, seam tests on CPU, image
+test: lint check-refresh test-tooling test-series test-seam test-image ## Everything: lint, tool tests, seam tests on CPU, image
 
 test-tooling: venv ## The queue's own tests (synthetic bases, offline)
 	$(VENV)/bin/python -m pytest -q tests/tooling
@@ -94,3 +94,7 @@ port: venv ## Forward-port report of the series onto TO (e.g. make port TO=v0.32
 
 clean: ## Remove build/ (keeps the venvs and the download cache)
 	rm -rf build
+
+check-refresh: apply ## apply then refresh changes no byte of patches/ or series
+	$(TOOL) refresh --base $(BASE)
+	git diff --exit-code -- patches series

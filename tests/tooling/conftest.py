@@ -32,7 +32,7 @@ FILES = {
         "__commit_id__: str | None\n"
         "__commit_id__ = commit_id = 'g{commit}'\n"
     ),
-    "vllm/config/cache.py": "".join(f"line {i}\n" for i in range(1, 41)),
+    "vllm/config/cache.py": "".join(f"# line {i}\n" for i in range(1, 41)),
     "vllm/engine/arg_utils.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
     "tests/test_math.py": "from vllm.engine.arg_utils import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
     "README.md": "synthetic upstream for tkv-seam tests\n",

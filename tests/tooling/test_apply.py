@@ -103,9 +103,9 @@ def test_hunk_needing_an_offset_is_refused_with_details(project):
 def test_hunk_needing_fuzz_is_refused(project):
     make_two_patches(project)
     p = project.root / "patches/0001-cache-tweak.patch"
-    p.write_text(p.read_text().replace("\n line 7\n", "\n line seven\n", 1))
+    p.write_text(p.read_text().replace("\n # line 7\n", "\n # line seven\n", 1))
     err = project.apply("--force", expect=3).stderr
-    assert "expected 'line seven'" in err and "found    'line 7'" in err
+    assert "expected '# line seven'" in err and "found    '# line 7'" in err
     assert "would need fuzz 1" in err
 
 
