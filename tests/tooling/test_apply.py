@@ -121,30 +121,36 @@ def test_failing_last_patch_leaves_the_previous_tree(project):
     assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
 
 
-def test_crash_during_build_leaves_old_tree_and_no_leftovers(project, monkeypatch):
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "aside"])
+def test_crash_during_build_leaves_old_tree_and_no_leftovers(project, monkeypatch, in_place):
     make_two_patches(project)
     project.apply("--force")
     head = git.head(project.tree)
+    if not in_place:  # an untracked file + --force takes the build-aside path
+        (project.tree / "scratch.txt").write_text("mine\n")
     calls = []
 
-    def crash(tree, patch):
+    def crash(patch, fc, old_text):
         calls.append(patch.name)
         if len(calls) == 2:
             raise SimulatedCrash("during the second patch")
-        return real(tree, patch)
+        return real(patch, fc, old_text)
 
-    real = apply_mod.apply_patch
-    monkeypatch.setattr(apply_mod, "apply_patch", crash)
+    real = apply_mod.replay_file
+    monkeypatch.setattr(apply_mod, "replay_file", crash)
     with pytest.raises(SimulatedCrash):
         project.apply("--force")
     assert git.head(project.tree) == head
+    assert git.status_porcelain(project.tree) == ([] if in_place else ["?? scratch.txt"])
     assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
+    assert not (project.tree / ".git" / "tkv-seam-index").exists()
 
 
 def test_crash_between_the_swap_renames_is_recovered(project, monkeypatch):
     make_two_patches(project)
     project.apply("--force")
     head = git.head(project.tree)
+    (project.tree / "scratch.txt").write_text("mine\n")  # untracked + --force: build aside, swap
     real_replace = os.replace
 
     def replace(src, dst):
@@ -159,9 +165,34 @@ def test_crash_between_the_swap_renames_is_recovered(project, monkeypatch):
     olds = list(project.tree.parent.glob(f".{project.tree.name}.old-*"))
     assert len(olds) == 1  # recoverable: the previous tree is intact beside the target
     monkeypatch.setattr(apply_mod.os, "replace", real_replace)
-    out = json.loads(project.apply("--json").output)
-    assert out["up_to_date"] is True and git.head(project.tree) == head
+    err = project.apply(expect=5).stderr  # the next run puts it back first, then refuses: it is dirty
+    assert "scratch.txt" in err
+    assert git.head(project.tree) == head and (project.tree / "scratch.txt").read_text() == "mine\n"
     assert not list(project.tree.parent.glob(".*"))
+
+
+def test_crash_during_the_in_place_switch_is_finished_next_run(project, monkeypatch):
+    make_two_patches(project)
+    project.apply("--force")
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("return a * b", "return b * a"))
+    real_run = apply_mod.git.run
+
+    def run(repo, *args, **kw):
+        if args[:2] == ("read-tree", "-m"):
+            real_run(repo, "checkout", "-q", "HEAD~1", "--", "vllm/config/cache.py")  # half-done
+            raise SimulatedCrash("in the middle of the switch")
+        return real_run(repo, *args, **kw)
+
+    monkeypatch.setattr(apply_mod.git, "run", run)
+    with pytest.raises(SimulatedCrash):
+        project.apply()
+    monkeypatch.setattr(apply_mod.git, "run", real_run)
+    out = json.loads(project.apply("--json").output)
+    assert out["up_to_date"] is True
+    assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
+    assert git.status_porcelain(project.tree) == []
+    assert git.head(project.tree) == out["head"]
 
 
 def test_dirty_tree_is_never_overwritten(project):
