@@ -17,7 +17,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
-        seam-full upstream plugin bench image port overlay venv venv-vllm clean
+        seam-full upstream plugin bench image port overlay overlay-restore venv venv-vllm clean
 
 help: ## Show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -83,10 +83,13 @@ plugin: apply venv-vllm ## turbo-attn 0.70.1 loads on the patched vLLM (and brea
 overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm
 	$(TOOL) overlay install --base $(BASE)
 
+overlay-restore: apply venv-vllm ## Put the pristine v0.31.0 files back into .venv-vllm
+	$(TOOL) overlay restore --base $(BASE)
+
 bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios
 	$(VENV)/bin/python bench/bench.py --base $(BASE)
 
-image: apply ## Build the Docker overlay image (needs a Docker engine)
+image: apply ## Build the overlay image (Docker engine; BASE_IMAGE=, STAND_IN=1, TURBO_ATTN= pass through)
 	$(TOOL) image --base $(BASE)
 
 port: venv ## Forward-port report of the series onto TO (e.g. make port TO=v0.32.0)

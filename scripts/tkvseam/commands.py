@@ -399,10 +399,10 @@ def seamtest_plugin(ctx: Context, base_name, tree, python, as_json):
 )
 @click.option(
     "--turbo-attn",
-    envvar="TURBO_ATTN",
-    default="turbo-attn==0.70.1",
-    show_default=True,
-    help="Plugin requirement installed in the image; empty skips it.",
+    # not envvar=: click treats an empty variable as unset, and TURBO_ATTN= must skip the plugin
+    default=lambda: os.environ.get("TURBO_ATTN", "turbo-attn==0.70.1"),
+    show_default="turbo-attn==0.70.1",
+    help="Plugin requirement installed in the image (env TURBO_ATTN); empty skips it.",
 )
 @click.option(
     "--stand-in",

@@ -65,11 +65,19 @@ def tree():
 def stand_in(api, tree):
     path, state = tree
     tar = rootfs(default_cache_dir())
+    made = []
 
     def make(tag: str, **kw) -> str:
+        made.append(f"{STAND_IN}:{tag}")
         return build_stand_in(api, tar, path, state["base_commit"], STAND_IN, tag, **kw)
 
-    return make
+    yield make
+    for image in [f"{TARGET}:test", *made]:
+        try:
+            api.remove_image(image, force=True)
+        except Exception:  # already gone: nothing to clean
+            pass
+    api.prune_images(filters={"dangling": True})
 
 
 def run_image(cli_args: list[str]):
@@ -103,6 +111,7 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, stand_in):
     labels = api.inspect_image(out["tag"])["Config"]["Labels"]
     assert labels["io.tkv-seam.series.digest"] == state["digest"]
     assert labels["io.tkv-seam.base.image"] == f"{STAND_IN}:good"
+    assert labels["io.tkv-seam.turbo-attn"] == ""  # TURBO_ATTN empty: no plugin step ran
     assert out["added_bytes"] < 5_000_000, out["added_layers"]
     hashes = json.loads(
         docker.from_env().containers.run(out["tag"], ["python3", "-c", HASH_ALL], remove=True)
