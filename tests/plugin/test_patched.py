@@ -5,6 +5,10 @@ the overlaid venv) and ``TKV_SEAM_PLUGIN_PATH`` set. Each test lets vLLM load th
 plugin through its entry point in a fresh subprocess (``_helpers``), which reports
 one JSON result the test asserts on. Against stock v0.31.0 every test fails: the
 plugin cannot load there (see test_stock.py).
+
+A subprocess costs ~20 s (vLLM + tkv imports) and one building an engine config
+another ~20 s (vLLM inspects the model class in a subprocess of its own, which
+loads the plugin too), so related checks share a subprocess.
 """
 
 from __future__ import annotations
@@ -14,32 +18,28 @@ import json
 from ._helpers import TKV_BACKEND_PATH, run_vllm_script, write_tiny_model
 
 TKV_SPECS = "tkv.integrations.vllm.specs"
+TKV_FULL_SPEC = f"{TKV_SPECS}.TkvFullAttentionSpec"
 
 # Per-layer (k_bits, v_bits) of the fused (mixed-bit) plan and the uniform width of
 # its equal-byte control: K4V4 and K8V8 slots average to exactly one K8V4 slot.
 MIXED_BITS = [(4, 4), (8, 8), (4, 4), (8, 8)]
 CONTROL_BITS = (8, 4)
 
-SLOT = """
-from vllm.plugins import load_general_plugins
+# Scripts that check independent things run each part through ``attempt`` so one
+# failing part still reports the others.
+ATTEMPT = """
+import traceback
 
-load_general_plugins()
 
-from vllm.v1.attention.backends.registry import AttentionBackendEnum
+def attempt(part):
+    try:
+        return {"ok": part()}
+    except Exception:
+        return {"error": traceback.format_exc()}
 
-slot = AttentionBackendEnum.TURBO_ATTN
-cls = slot.get_class()
-emit(
-    overridden=slot.is_overridden(),
-    path=slot.get_path(),
-    class_path=f"{cls.__module__}.{cls.__qualname__}",
-    name=cls.get_name(),
-    supported_dtypes=list(cls.supported_kv_cache_dtypes),
-    custom_overridden=AttentionBackendEnum.CUSTOM.is_overridden(),
-)
 """
 
-DTYPES = """
+REGISTRATION = """
 from vllm.plugins import load_general_plugins
 
 load_general_plugins()
@@ -48,11 +48,20 @@ from vllm.config.cache import CacheConfig, cache_dtype_choices, is_plugin_cache_
 from vllm.engine.arg_utils import EngineArgs
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
+from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
+slot = AttentionBackendEnum.TURBO_ATTN
+cls = slot.get_class()
 names = ["tkv", "tkv-bypass"]
 parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
 emit(
-    plugin={n: is_plugin_cache_dtype(n) for n in names + ["auto", "fp8"]},
+    overridden=slot.is_overridden(),
+    path=slot.get_path(),
+    class_path=f"{cls.__module__}.{cls.__qualname__}",
+    name=cls.get_name(),
+    backend_dtypes=list(cls.supported_kv_cache_dtypes),
+    custom_overridden=AttentionBackendEnum.CUSTOM.is_overridden(),
+    plugin_dtype={n: is_plugin_cache_dtype(n) for n in names + ["auto", "fp8"]},
     choices=cache_dtype_choices(),
     torch_dtypes={n: str(STR_DTYPE_TO_TORCH_DTYPE[n]) for n in names},
     cache_config=CacheConfig(cache_dtype="tkv").cache_dtype,
@@ -60,81 +69,80 @@ emit(
 )
 """
 
-AUTO_BACKEND = """
+BACKEND_RESOLUTION = (
+    ATTEMPT
+    + """
 import sys
-
-from vllm.engine.arg_utils import EngineArgs
-
-
-def backend_of(config):
-    backend = config.attention_config.backend
-    return None if backend is None else backend.name
-
-
-tkv_args = EngineArgs(model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256, kv_cache_dtype="tkv")
-tkv_config = tkv_args.create_engine_config()
-auto_config = EngineArgs(model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256).create_engine_config()
-emit(
-    named=tkv_args.attention_backend,
-    backend=backend_of(tkv_config),
-    cache_dtype=tkv_config.cache_config.cache_dtype,
-    backend_path=tkv_config.attention_config.backend.get_path(),
-    auto_backend=backend_of(auto_config),
-)
-"""
-
-CLI_BACKEND = """
-import sys
-
-from vllm.plugins import load_general_plugins
-
-load_general_plugins()  # as `vllm serve` does before it builds the parser
 
 from vllm.engine.arg_utils import EngineArgs
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
-argv = [
-    "--model", sys.argv[1], "--skip-tokenizer-init", "--max-model-len", "256",
-    "--attention-backend", "turbo-attn",
-]
-args = EngineArgs.from_cli_args(parser.parse_args(argv))
-config = args.create_engine_config()
-emit(
-    parsed=args.attention_backend,
-    backend=config.attention_config.backend.name,
-    backend_path=config.attention_config.backend.get_path(),
-    cache_dtype=config.cache_config.cache_dtype,
-)
-"""
+MODEL = dict(model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256)
 
-# Builds the tiny model's attention layers with the backend the config names,
-# takes their KV specs (Attention.get_kv_cache_spec + the plugin's customize_spec),
-# resolves the KV layout from the backends as the engine core does, and plans.
-# Defines names used by the two planning scripts below.
-BUILD_LAYERS = """
+
+def describe(config):
+    backend = config.attention_config.backend
+    return {
+        "backend": None if backend is None else backend.name,
+        "backend_path": None if backend is None else backend.get_path(),
+        "cache_dtype": config.cache_config.cache_dtype,
+    }
+
+
+def dtype_only():
+    # EngineArgs.__post_init__ loads the plugin: nothing else registers it here.
+    args = EngineArgs(**MODEL, kv_cache_dtype="tkv")
+    return {
+        "named": args.attention_backend,
+        **describe(args.create_engine_config()),
+        "builtin": describe(EngineArgs(**MODEL).create_engine_config()),
+    }
+
+
+def cli_spelling():
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    argv = ["--model", MODEL["model"], "--skip-tokenizer-init", "--max-model-len", "256"]
+    args = EngineArgs.from_cli_args(parser.parse_args([*argv, "--attention-backend", "turbo-attn"]))
+    return {"parsed": args.attention_backend, **describe(args.create_engine_config())}
+
+
+emit(dtype_only=attempt(dtype_only), cli=attempt(cli_spelling))
+"""
+)
+
+# The tiny model's attention layers are built with the backend the config names,
+# their KV specs taken (Attention.get_kv_cache_spec, with the plugin's
+# customize_spec), the KV layout resolved from the backends as the engine core does,
+# and the layers planned: as they are, mixed-bit (fused by the plugin's merge), as
+# an equal-byte unfused control, and with the fused spec's layer count ignored.
+PLANNING = """
+import dataclasses
+import json
 import sys
+
+import torch
 
 from vllm.config import set_current_vllm_config
 from vllm.engine.arg_utils import EngineArgs
 from vllm.model_executor.layers.attention.attention import Attention
 from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
 from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
+mixed_bits = json.loads(sys.argv[2])
+control_k, control_v = json.loads(sys.argv[3])
 config = EngineArgs(
     model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256, kv_cache_dtype="tkv"
 ).create_engine_config()
 backend = config.attention_config.backend.get_class()
 model_config, parallel_config = config.model_config, config.parallel_config
-num_layers = model_config.get_num_layers(parallel_config)
-num_heads = model_config.get_num_attention_heads(parallel_config)
 num_kv_heads = model_config.get_num_kv_heads(parallel_config)
 head_size = model_config.get_head_size()
 block_size = config.cache_config.block_size
 with set_current_vllm_config(config):
     layers = [
         Attention(
-            num_heads,
+            model_config.get_num_attention_heads(parallel_config),
             head_size,
             head_size**-0.5,
             num_kv_heads=num_kv_heads,
@@ -142,47 +150,32 @@ with set_current_vllm_config(config):
             prefix=f"model.layers.{i}.self_attn.attn",
             attn_backend=backend,
         )
-        for i in range(num_layers)
+        for i in range(model_config.get_num_layers(parallel_config))
     ]
     layer_specs = {layer.layer_name: layer.get_kv_cache_spec(config) for layer in layers}
-layer_names = list(layer_specs)
+names = list(layer_specs)
+specs = list(layer_specs.values())
 
 
 def type_path(obj):
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def resolve_layout(specs):
-    supported = [layout.name for layout in get_supported_kv_cache_layouts([backend])]
-    return supported, resolve_kv_cache_layout(config, [supported], list(specs.values())).name
-
-
-def plan(specs, available):
-    (kv_cache_config,) = get_kv_cache_configs(config, [specs], [available])
+def plan(specs_by_name, available):
+    (kv_cache_config,) = get_kv_cache_configs(config, [specs_by_name], [available])
     return kv_cache_config
 
-"""
-
-SPEC_AND_PLANNING = (
-    BUILD_LAYERS
-    + """
-import torch
-
-from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
 geometry = dict(block_size=block_size, num_kv_heads=num_kv_heads, head_size=head_size, dtype=torch.uint8)
 stock_full = FullAttentionSpec(**geometry)
 custom_full = backend.customize_spec(stock_full)
 custom_window = backend.customize_spec(SlidingWindowSpec(**geometry, sliding_window=64))
-specs = list(layer_specs.values())
-supported, layout = resolve_layout(layer_specs)
-available = 64 << 20
-kv = plan(layer_specs, available)
-emit(
+spec = dict(
     impl=type_path(layers[0].impl),
-    spec_types=[type_path(s) for s in specs],
-    specs_are_full_attention=all(isinstance(s, FullAttentionSpec) for s in specs),
-    spec_dtypes=sorted({str(s.dtype) for s in specs}),
+    names=names,
+    types=[type_path(s) for s in specs],
+    full_attention=all(isinstance(s, FullAttentionSpec) for s in specs),
+    dtypes=sorted({str(s.dtype) for s in specs}),
     pages=[s.page_size_bytes for s in specs],
     slot_bytes=[s.slot_size_bytes for s in specs],
     block_size=block_size,
@@ -191,8 +184,15 @@ emit(
     custom_full_page=custom_full.page_size_bytes,
     custom_idempotent=backend.customize_spec(custom_full) is custom_full,
     custom_window_type=type_path(custom_window),
-    custom_window_is_sliding=isinstance(custom_window, SlidingWindowSpec),
+    custom_window_sliding=isinstance(custom_window, SlidingWindowSpec),
     custom_window_page=custom_window.page_size_bytes,
+)
+
+supported = [layout.name for layout in get_supported_kv_cache_layouts([backend])]
+layout = resolve_kv_cache_layout(config, [supported], specs).name
+available = 64 << 20
+kv = plan(layer_specs, available)
+uniform = dict(
     supported_layouts=supported,
     layout=layout,
     available=available,
@@ -201,62 +201,44 @@ emit(
     tensor_layers=[t.layers for t in kv.kv_cache_tensors],
     tensor_bytes=sum(t.size for t in kv.kv_cache_tensors),
 )
-"""
-)
 
-FUSED_PLANNING = (
-    BUILD_LAYERS
-    + """
-import dataclasses
-import json
-
-mixed_bits = json.loads(sys.argv[2])
-control_k, control_v = json.loads(sys.argv[3])
-# Per-layer widths as the plugin's per-layer (smart-mix) identity adoption stamps them
-# (tkv.integrations.vllm.specs.adopt_layer_identity); the plugin's merge fuses them.
+# Per-layer widths as the plugin's smart-mix identity adoption stamps them
+# (tkv.integrations.vllm.specs.adopt_layer_identity); its merge fuses them.
 mixed = {
     name: dataclasses.replace(
         layer_specs[name], layer_name=name, tq_k_bit_width=k, tq_v_bit_width=v, tq_bit_width=max(k, v)
     )
-    for name, (k, v) in zip(layer_names, mixed_bits, strict=True)
+    for name, (k, v) in zip(names, mixed_bits, strict=True)
 }
 control_spec = dataclasses.replace(
-    layer_specs[layer_names[0]],
-    tq_k_bit_width=control_k,
-    tq_v_bit_width=control_v,
-    tq_bit_width=max(control_k, control_v),
+    specs[0], tq_k_bit_width=control_k, tq_v_bit_width=control_v, tq_bit_width=max(control_k, control_v)
 )
-control_specs = {name: control_spec for name in layer_names}
 available = 256 << 20
-
-supported, layout = resolve_layout(mixed)
-fused = plan(mixed, available)
-composite = fused.kv_cache_groups[0].kv_cache_spec
-control = plan(control_specs, available)
+fused_kv = plan(mixed, available)
+composite = fused_kv.kv_cache_groups[0].kv_cache_spec
+control_kv = plan({name: control_spec for name in names}, available)
 # Stock v0.31 planning ignores aggregated_layer_count: the same composite spec with
-# the count at 1 is charged once per layer.
+# its count at 1 is charged once per layer.
 stock_spec = dataclasses.replace(composite, _composite_layer_count=1)
-stock = plan({name: stock_spec for name in layer_names}, available)
-emit(
-    layout=layout,
-    layer_names=layer_names,
-    layer_pages=[mixed[name].page_size_bytes for name in layer_names],
-    fused_groups=[g.layer_names for g in fused.kv_cache_groups],
+stock_kv = plan({name: stock_spec for name in names}, available)
+fused = dict(
+    layer_pages=[mixed[name].page_size_bytes for name in names],
+    groups=[g.layer_names for g in fused_kv.kv_cache_groups],
     composite_type=type_path(composite),
     composite_count=composite.aggregated_layer_count,
     composite_page=composite.page_size_bytes,
-    composite_offsets=sorted(composite.per_layer_offsets or {}),
-    fused_tensors=[[t.layers, t.offset, t.size] for t in fused.kv_cache_tensors],
+    composite_layers=sorted(composite.per_layer_offsets or {}),
+    tensors=[[t.layers, t.offset] for t in fused_kv.kv_cache_tensors],
     control_page=control_spec.page_size_bytes,
-    control_count=control.kv_cache_groups[0].kv_cache_spec.aggregated_layer_count,
+    control_count=control_kv.kv_cache_groups[0].kv_cache_spec.aggregated_layer_count,
     stock_count=stock_spec.aggregated_layer_count,
     stock_page=stock_spec.page_size_bytes,
-    fused_blocks=fused.num_blocks,
-    control_blocks=control.num_blocks,
-    stock_blocks=stock.num_blocks,
+    fused_blocks=fused_kv.num_blocks,
+    control_blocks=control_kv.num_blocks,
+    stock_blocks=stock_kv.num_blocks,
 )
+emit(spec=spec, uniform=uniform, fused=fused)
 """
-)
 
 BYPASS = """
 from vllm.plugins import load_general_plugins
@@ -297,119 +279,109 @@ emit(
 """
 
 
-def test_plugin_loading_fills_turbo_attn_slot(tmp_path):
-    result = run_vllm_script(SLOT, tmp_path)
+def _ok(part: dict) -> dict:
+    assert "error" not in part, part["error"]
+    return part["ok"]
+
+
+def test_plugin_loads_registers_dtypes_and_fills_turbo_attn_slot(tmp_path):
+    result = run_vllm_script(REGISTRATION, tmp_path)
 
     assert result["overridden"] is True, result
     assert result["path"] == TKV_BACKEND_PATH, result
     assert result["class_path"] == TKV_BACKEND_PATH, result
     assert result["name"] == "TURBO_ATTN", result
-    assert set(result["supported_dtypes"]) == {"tkv", "tkv-bypass"}, result
+    assert set(result["backend_dtypes"]) == {"tkv", "tkv-bypass"}, result
     assert result["custom_overridden"] is False, result
 
-
-def test_plugin_registers_tkv_cache_dtypes(tmp_path):
-    result = run_vllm_script(DTYPES, tmp_path)
-
-    assert result["plugin"] == {"tkv": True, "tkv-bypass": True, "auto": False, "fp8": False}, result
+    assert result["plugin_dtype"] == {"tkv": True, "tkv-bypass": True, "auto": False, "fp8": False}, result
     choices = result["choices"]
-    assert "tkv" in choices and "tkv-bypass" in choices, result
+    assert "tkv" in choices and "tkv-bypass" in choices and "auto" in choices, result
     assert choices == sorted(choices), result
     assert result["torch_dtypes"] == {"tkv": "torch.uint8", "tkv-bypass": "torch.bfloat16"}, result
     assert result["cache_config"] == "tkv", result
     assert result["cli"] == {"tkv": "tkv", "tkv-bypass": "tkv-bypass"}, result
 
 
-def test_tkv_cache_dtype_resolves_turbo_attn_without_naming_it(tmp_path):
+def test_turbo_attn_resolved_from_tkv_dtype_and_from_cli_spelling(tmp_path):
     model = write_tiny_model(tmp_path / "model")
 
-    result = run_vllm_script(AUTO_BACKEND, tmp_path, str(model))
+    result = run_vllm_script(BACKEND_RESOLUTION, tmp_path, str(model))
 
-    assert result["named"] is None, result
-    assert result["cache_dtype"] == "tkv", result
-    assert result["backend"] == "TURBO_ATTN", result
-    assert result["backend_path"] == TKV_BACKEND_PATH, result
-    # Guard: a builtin dtype leaves the backend to the platform.
-    assert result["auto_backend"] is None, result
-
-
-def test_cli_attention_backend_turbo_attn_is_accepted(tmp_path):
-    model = write_tiny_model(tmp_path / "model")
-
-    result = run_vllm_script(CLI_BACKEND, tmp_path, str(model))
-
-    assert result["parsed"] == "turbo-attn", result
-    # No plugin dtype given: TURBO_ATTN comes from the spelling alone.
-    assert result["cache_dtype"] == "auto", result
-    assert result["backend"] == "TURBO_ATTN", result
-    assert result["backend_path"] == TKV_BACKEND_PATH, result
+    # --kv-cache-dtype tkv alone: the backend is TURBO_ATTN although nobody named it.
+    dtype_only = _ok(result["dtype_only"])
+    assert dtype_only["named"] is None, dtype_only
+    assert dtype_only["cache_dtype"] == "tkv", dtype_only
+    assert dtype_only["backend"] == "TURBO_ATTN", dtype_only
+    assert dtype_only["backend_path"] == TKV_BACKEND_PATH, dtype_only
+    assert dtype_only["builtin"]["backend"] is None, dtype_only  # guard: builtin dtype, no default
+    # --attention-backend turbo-attn through the CLI, with no plugin dtype.
+    cli = _ok(result["cli"])
+    assert cli["parsed"] == "turbo-attn", cli
+    assert cli["cache_dtype"] == "auto", cli
+    assert cli["backend"] == "TURBO_ATTN", cli
+    assert cli["backend_path"] == TKV_BACKEND_PATH, cli
 
 
-def test_spec_customisation_and_kv_planning_run_on_cpu(tmp_path):
-    model = write_tiny_model(tmp_path / "model")
-
-    result = run_vllm_script(SPEC_AND_PLANNING, tmp_path, str(model))
-
-    num_layers = 2
-    assert result["impl"] == "tkv.integrations.vllm.attention_impl.TkvAttentionImpl", result
-    assert result["spec_types"] == [f"{TKV_SPECS}.TkvFullAttentionSpec"] * num_layers, result
-    assert result["specs_are_full_attention"] is True, result
-    assert result["spec_dtypes"] == ["torch.uint8"], result
-    block_size, (page, *others) = result["block_size"], result["pages"]
-    assert others == [page] * (num_layers - 1), result
-    assert page == block_size * result["slot_bytes"][0], result
-    # The packed page is smaller than the stock page of the same geometry and dtype.
-    assert 0 < page < result["stock_page"], result
-    assert result["custom_full_type"] == f"{TKV_SPECS}.TkvFullAttentionSpec", result
-    assert result["custom_full_page"] == page, result
-    assert result["custom_idempotent"] is True, result
-    assert result["custom_window_type"] == f"{TKV_SPECS}.TkvSlidingWindowSpec", result
-    assert result["custom_window_is_sliding"] is True, result
-    assert result["custom_window_page"] == page, result
-
-    assert result["supported_layouts"] == ["LBNHC", "LBHNC"], result
-    assert result["layout"] == "LBNHC", result
-    layer_names = [f"model.layers.{i}.self_attn.attn" for i in range(num_layers)]
-    assert result["groups"] == [layer_names], result
-    assert sorted(n for layers in result["tensor_layers"] for n in layers) == layer_names, result
-    assert result["num_blocks"] == result["available"] // (num_layers * page), result
-    assert result["tensor_bytes"] == result["num_blocks"] * num_layers * page, result
-
-
-def test_fused_mixed_bit_plan_gets_equal_byte_capacity(tmp_path):
+def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity(tmp_path):
     n = len(MIXED_BITS)
     model = write_tiny_model(tmp_path / "model", num_hidden_layers=n)
 
-    result = run_vllm_script(
-        FUSED_PLANNING, tmp_path, str(model), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS)
-    )
+    result = run_vllm_script(PLANNING, tmp_path, str(model), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS))
 
-    fused, control, stock = result["fused_blocks"], result["control_blocks"], result["stock_blocks"]
+    spec, uniform, fused = result["spec"], result["uniform"], result["fused"]
+    names = spec["names"]
+    assert names == [f"model.layers.{i}.self_attn.attn" for i in range(n)], spec
+    assert spec["impl"] == "tkv.integrations.vllm.attention_impl.TkvAttentionImpl", spec
+    assert spec["types"] == [TKV_FULL_SPEC] * n, spec
+    assert spec["full_attention"] is True, spec
+    assert spec["dtypes"] == ["torch.uint8"], spec
+    page = spec["pages"][0]
+    assert spec["pages"] == [page] * n, spec
+    assert page == spec["block_size"] * spec["slot_bytes"][0], spec
+    assert 0 < page < spec["stock_page"], spec  # packed: smaller than the stock page
+    assert spec["custom_full_type"] == TKV_FULL_SPEC, spec
+    assert spec["custom_full_page"] == page, spec
+    assert spec["custom_idempotent"] is True, spec
+    assert spec["custom_window_type"] == f"{TKV_SPECS}.TkvSlidingWindowSpec", spec
+    assert spec["custom_window_sliding"] is True, spec
+    assert spec["custom_window_page"] == page, spec
+
+    assert uniform["supported_layouts"] == ["LBNHC", "LBHNC"], uniform
+    assert uniform["layout"] == "LBNHC", uniform
+    assert uniform["groups"] == [names], uniform
+    assert sorted(name for layers in uniform["tensor_layers"] for name in layers) == names, uniform
+    assert uniform["num_blocks"] == uniform["available"] // (n * page), uniform
+    assert uniform["tensor_bytes"] == uniform["num_blocks"] * n * page, uniform
+
+    fused_blocks, control_blocks, stock_blocks = (
+        fused["fused_blocks"],
+        fused["control_blocks"],
+        fused["stock_blocks"],
+    )
     print(
-        f"\nKV blocks, {n} layers bits {MIXED_BITS} fused vs {n} x K{CONTROL_BITS[0]}V{CONTROL_BITS[1]}:"
-        f" fused={fused} control={control} stock-style={stock} ({result['layout']})"
+        f"\nKV blocks, {n} layers {MIXED_BITS} vs {n} x K{CONTROL_BITS[0]}V{CONTROL_BITS[1]} "
+        f"({uniform['layout']}): fused={fused_blocks} control={control_blocks} stock-style={stock_blocks}"
     )
-    layer_names = result["layer_names"]
-    assert len(set(result["layer_pages"])) > 1, result  # the layers really have mixed widths
+    assert len(set(fused["layer_pages"])) > 1, fused  # the layers really have mixed widths
     # The plugin fused all layers into one composite spec holding n per-layer pages.
-    assert result["fused_groups"] == [layer_names], result
-    assert result["composite_type"] == f"{TKV_SPECS}.TkvFullAttentionSpec", result
-    assert result["composite_count"] == n, result
-    assert result["composite_offsets"] == sorted(layer_names), result
-    assert result["composite_page"] == sum(result["layer_pages"]), result
+    assert fused["groups"] == [names], fused
+    assert fused["composite_type"] == TKV_FULL_SPEC, fused
+    assert fused["composite_count"] == n, fused
+    assert fused["composite_layers"] == names, fused
+    assert fused["composite_page"] == sum(fused["layer_pages"]), fused
     # Equal bytes per block: the control's n unfused pages sum to the composite page.
-    assert result["control_count"] == 1, result
-    assert n * result["control_page"] == result["composite_page"], result
-    # One aliased page per fused set: a tensor per layer, all at the same offset.
-    tensor_layers = sorted(layers for layers, _, _ in result["fused_tensors"])
-    assert tensor_layers == [[name] for name in layer_names], result
-    assert len({offset for _, offset, _ in result["fused_tensors"]}) == 1, result
+    assert fused["control_count"] == 1, fused
+    assert n * fused["control_page"] == fused["composite_page"], fused
+    # One aliased page per fused set: a tensor per layer, all at one offset.
+    assert sorted(layers for layers, _ in fused["tensors"]) == [[name] for name in names], fused
+    assert len({offset for _, offset in fused["tensors"]}) == 1, fused
 
-    assert fused == control, result
-    # Stock-style charging (count ignored): the same spec is charged n times, ~1/n capacity.
-    assert result["stock_count"] == 1 and result["stock_page"] == result["composite_page"], result
-    assert stock == control // n, result
-    assert stock < fused, result
+    assert fused_blocks == control_blocks, fused
+    # Charged as stock v0.31 does (count ignored): the page n times, 1/n of the capacity.
+    assert fused["stock_count"] == 1 and fused["stock_page"] == fused["composite_page"], fused
+    assert stock_blocks == control_blocks // n, fused
+    assert stock_blocks < fused_blocks, fused
 
 
 def test_tkv_bypass_serves_the_models_own_kv(tmp_path):
@@ -417,7 +389,7 @@ def test_tkv_bypass_serves_the_models_own_kv(tmp_path):
 
     assert result["marked_before"] is False, result
     assert result["impl_bypass"] is True, result
-    assert result["marked_after"] is True, result  # process-wide: hence its own process
-    assert result["spec_type"] == f"{TKV_SPECS}.TkvFullAttentionSpec", result
+    assert result["marked_after"] is True, result  # process-wide: hence a process of its own
+    assert result["spec_type"] == TKV_FULL_SPEC, result
     assert result["spec_dtype"] == "torch.bfloat16", result
     assert result["page"] == result["dense_page"], result
