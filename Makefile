@@ -49,8 +49,8 @@ lint: venv lint-code ## Lint series/patches, the tool's code, and the patched fi
 	$(MAKE) --no-print-directory lint-patches
 
 lint-code: venv
-	$(VENV)/bin/ruff check scripts tests
-	$(VENV)/bin/ruff format --check scripts tests
+	$(VENV)/bin/ruff check scripts tests bench
+	$(VENV)/bin/ruff format --check scripts tests bench
 
 lint-patches: apply ## vLLM v0.31.0's style gate (ruff 0.14.0, the tree's pyproject) on every patched .py file
 	$(TOOL) stylecheck --base $(BASE)

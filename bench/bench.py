@@ -36,11 +36,23 @@ ROOT = Path(__file__).resolve().parents[1]
 GIT_CLONE_BYTES = 1.1e9  # "the vLLM repository history is over 1.1 GB" (issue; lower bound)
 
 MODEL_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-    "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    "vocab_size": 128, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-    "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
-    "tie_word_embeddings": False, "num_hidden_layers": 2,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 128,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "num_hidden_layers": 2,
 }
 
 # Each probe runs in a fresh process and prints one JSON line: {"seconds": ...} (+ extras).
@@ -120,10 +132,13 @@ def main() -> int:
     a = results["apply"]
     print(f"apply: warm {a['warm_seconds']:.2f} s, no-op {a['noop_seconds']:.2f} s", end="")
     if "cold_seconds" in a:
-        print(f", cold {a['cold_seconds']:.2f} s ({a['cold_download_seconds']:.2f} s of it downloading "
-              f"{a['cold_fetched_bytes'] / 1e6:.1f} MB) "
-              f"(a full git clone fetches > {GIT_CLONE_BYTES / 1e9:.1f} GB: "
-              f"{a['clone_over_sdist_bytes']:.0f}x more)", end="")
+        print(
+            f", cold {a['cold_seconds']:.2f} s ({a['cold_download_seconds']:.2f} s of it downloading "
+            f"{a['cold_fetched_bytes'] / 1e6:.1f} MB) "
+            f"(a full git clone fetches > {GIT_CLONE_BYTES / 1e9:.1f} GB: "
+            f"{a['clone_over_sdist_bytes']:.0f}x more)",
+            end="",
+        )
     print()
 
     work = ROOT / "build" / "bench"
@@ -144,9 +159,11 @@ def main() -> int:
         for rep in range(args.repeat):
             for label, commit in (("stock", state["base_commit"]), ("patched", head)):
                 runner.install(commit, paths)
-                for name, code, extra in (("import vllm", PROBE_IMPORT, ()),
-                                          ("create_engine_config", PROBE_ENGINE, (str(model),)),
-                                          ("get_kv_cache_configs 64 layers", PROBE_PLAN, (str(model64),))):
+                for name, code, extra in (
+                    ("import vllm", PROBE_IMPORT, ()),
+                    ("create_engine_config", PROBE_ENGINE, (str(model),)),
+                    ("get_kv_cache_configs 64 layers", PROBE_PLAN, (str(model64),)),
+                ):
                     res = probe(runner, code, *extra)
                     samples.setdefault(name, {}).setdefault(label, []).append(res["seconds"])
             print(f"  round {rep + 1}/{args.repeat} done", file=sys.stderr)
@@ -166,8 +183,10 @@ def main() -> int:
         print(f"{name:32} stock {s * 1e3:9.2f} ms  patched {p * 1e3:9.2f} ms  ratio {p / s:.3f}  {verdict}")
     results["fused_pages"] = fused
     for label, f in fused.items():
-        print(f"fused 6-layer set on {label:7}: {f['fused_blocks']} blocks; unfused control of the same "
-              f"bytes: {f['control_blocks']} blocks (ratio {f['fused_blocks'] / f['control_blocks']:.3f})")
+        print(
+            f"fused 6-layer set on {label:7}: {f['fused_blocks']} blocks; unfused control of the same "
+            f"bytes: {f['control_blocks']} blocks (ratio {f['fused_blocks'] / f['control_blocks']:.3f})"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0
