@@ -350,46 +350,37 @@ def apply_series(
         result.seconds = time.monotonic() - started
         return result
     repo, fetched = base_repo(base, cache, git_url, index_url, progress)
+
+    def result_for(applied: list[AppliedPatch]) -> ApplyResult:
+        return ApplyResult(
+            tree=str(tree),
+            base=base.name,
+            source=source,
+            base_commit=repo.commit,
+            upstream_commit=repo.upstream_commit,
+            head=applied[-1].commit if applied else repo.commit,
+            digest=digest,
+            fetched_bytes=fetched,
+            patches=applied,
+        )
+
     if state and state.get("base_commit") == repo.commit and not git.status_porcelain(tree):
         # Same base, clean tree: build the commits in its object store, then move the
         # tree to them; a failing patch leaves it exactly as it was.
-        applied = commit_series(tree, repo.commit, patches, progress)
-        head = applied[-1].commit if applied else repo.commit
-        result = ApplyResult(
-            tree=str(tree),
-            base=base.name,
-            source=source,
-            base_commit=repo.commit,
-            upstream_commit=repo.upstream_commit,
-            head=head,
-            digest=digest,
-            fetched_bytes=fetched,
-            patches=applied,
-        )
-        progress.step(f"switch {tree} to {head[:12]}")
+        result = result_for(commit_series(tree, repo.commit, patches, progress))
+        progress.step(f"switch {tree} to {result.head[:12]}")
         switch_in_place(tree, result)
-        result.seconds = time.monotonic() - started
-        return result
-    tmp, applied = build_tree(tree, repo.path, repo.commit, patches, progress)
-    try:
-        built = tmp / "tree"
-        result = ApplyResult(
-            tree=str(tree),
-            base=base.name,
-            source=source,
-            base_commit=repo.commit,
-            upstream_commit=repo.upstream_commit,
-            head=git.head(built),
-            digest=digest,
-            fetched_bytes=fetched,
-            patches=applied,
-        )
-        _write_state(built, result)
-        swap_in(tmp, tree)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    progress.step(f"{tree}: {len(applied)} patches applied on {base.name} ({repo.commit[:12]})")
+    else:
+        # No tree (or a dirty one under --force, or another base): build aside, swap in.
+        tmp, applied = build_tree(tree, repo.path, repo.commit, patches, progress)
+        try:
+            result = result_for(applied)
+            _write_state(tmp / "tree", result)
+            swap_in(tmp, tree)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    progress.step(f"{tree}: {len(patches)} patches applied on {base.name} ({repo.commit[:12]})")
     result.seconds = time.monotonic() - started
     return result
 

@@ -116,6 +116,10 @@ def vllm_env(tmp_path: Path, *, vllm_plugins: str | None = None) -> dict[str, st
             "TKV_BITS": TKV_BITS,
             "TKV_CACHE_DIR": str(tkv_cache),
             "TKV_CALIBRATION": "none",
+            # Importing humming (vLLM's quantization stack imports it, and so does the
+            # plugin) starts two background CUDA builds per process, which outlive it
+            # and only fail on CPU; they would double the CPU load of every test.
+            "HUMMING_DISABLE_PARALLEL_BUILD": "1",
         }
     )
     if vllm_plugins is None:
