@@ -51,6 +51,10 @@ class Runner:
                 "TKV_SEAM_OUTCOMES": str(outcomes),
                 "PYTHONPATH": str(self.root / "scripts"),
                 "PYTHONDONTWRITEBYTECODE": "1",
+                # humming (a vLLM dependency) starts two background CUDA builds per
+                # importing process; on CPU they only fail, outlive the process and
+                # double the load of every test run.
+                "HUMMING_DISABLE_PARALLEL_BUILD": "1",
             }
         )
         env.update(extra or {})

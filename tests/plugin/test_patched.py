@@ -172,6 +172,8 @@ custom_full = backend.customize_spec(stock_full)
 custom_window = backend.customize_spec(SlidingWindowSpec(**geometry, sliding_window=64))
 spec = dict(
     impl=type_path(layers[0].impl),
+    # tkv pops the seam's _tq_layer_idx (tkv-layer-index) into _layer_idx at construction
+    layer_idx=[getattr(layer.impl, "_layer_idx", None) for layer in layers],
     names=names,
     types=[type_path(s) for s in specs],
     full_attention=all(isinstance(s, FullAttentionSpec) for s in specs),
@@ -333,6 +335,7 @@ def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity
     names = spec["names"]
     assert names == [f"model.layers.{i}.self_attn.attn" for i in range(n)], spec
     assert spec["impl"] == "tkv.integrations.vllm.attention_impl.TkvAttentionImpl", spec
+    assert spec["layer_idx"] == list(range(n)), spec
     assert spec["types"] == [TKV_FULL_SPEC] * n, spec
     assert spec["full_attention"] is True, spec
     assert spec["dtypes"] == ["torch.uint8"], spec
