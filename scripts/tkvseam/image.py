@@ -103,7 +103,10 @@ def build(
     log: Callable[[str], None] = print,
 ) -> ImageResult:
     api = client()
-    base_image = base_image or base.image.name
+    # Pinned by digest once bases.toml records the full index digest (only a prefix is known today).
+    base_image = base_image or (
+        f"{base.image.name}@{base.image.digest}" if base.image.digest else base.image.name
+    )
     revision = check_base_image(api, base_image, base, stand_in)
     context = root / "build" / f"image-{base.name}"
     manifest = stage_context(root, tree, context)
