@@ -18,7 +18,7 @@ from .cli import (
     main,
     tree_option,
 )
-from .errors import EXIT_LINT
+from .errors import EXIT_LINT, SeamError
 
 pass_ctx = click.make_pass_decorator(Context)
 git_option = click.option(
@@ -241,6 +241,8 @@ def _runner(ctx: Context, base_name, tree, python):
     from .hfcache import build
     from .seamtest import Runner
 
+    if not python.exists():
+        raise SeamError(f"no Python at {python}: the vLLM test venv is missing", hint="make venv-vllm")
     work = ctx.root / "build" / "seamtest"
     hf_home = work / "hf-home"
     build(hf_home, ctx.root / "tests" / "data" / "hf-configs")
@@ -252,13 +254,26 @@ def seamtest():
     """Run the series' tests (bisect, full) and upstream's tests against the venv."""
 
 
-@seamtest.command("bisect")
-@base_option
-@tree_option
-@python_option
-@json_option
-@pass_ctx
-@handle_errors
+def seamtest_command(name: str):
+    """A ``seamtest`` subcommand with the options every test run takes."""
+
+    def decorate(fn):
+        for deco in (
+            handle_errors,
+            pass_ctx,
+            json_option,
+            python_option,
+            tree_option,
+            base_option,
+            seamtest.command(name),
+        ):
+            fn = deco(fn)
+        return fn
+
+    return decorate
+
+
+@seamtest_command("bisect")
 def seamtest_bisect(ctx: Context, base_name, tree, python, as_json):
     """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
     from .errors import EXIT_TESTS
@@ -286,13 +301,7 @@ def seamtest_bisect(ctx: Context, base_name, tree, python, as_json):
         sys.exit(EXIT_TESTS)
 
 
-@seamtest.command("full")
-@base_option
-@tree_option
-@python_option
-@json_option
-@pass_ctx
-@handle_errors
+@seamtest_command("full")
 def seamtest_full(ctx: Context, base_name, tree, python, as_json):
     """Every test the series names, on the full series."""
     from .errors import EXIT_TESTS
@@ -310,14 +319,8 @@ def seamtest_full(ctx: Context, base_name, tree, python, as_json):
         sys.exit(EXIT_TESTS)
 
 
-@seamtest.command("upstream")
-@base_option
-@tree_option
-@python_option
-@json_option
+@seamtest_command("upstream")
 @click.option("--file", "files", multiple=True, help="Upstream test file (repeatable) [default: the six].")
-@pass_ctx
-@handle_errors
 def seamtest_upstream(ctx: Context, base_name, tree, python, as_json, files):
     """Upstream test files on stock and on the full series: no new failure."""
     from .errors import EXIT_TESTS
@@ -358,13 +361,7 @@ def stylecheck(ctx: Context, base_name, tree, ruff):
         sys.exit(EXIT_LINT)
 
 
-@seamtest.command("plugin")
-@base_option
-@tree_option
-@python_option
-@json_option
-@pass_ctx
-@handle_errors
+@seamtest_command("plugin")
 def seamtest_plugin(ctx: Context, base_name, tree, python, as_json):
     """turbo-attn 0.70.1: breaks stock v0.31.0, loads and plans on the patched vLLM."""
     from .errors import EXIT_TESTS
