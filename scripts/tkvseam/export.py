@@ -24,7 +24,7 @@ from .apply import BASE_TAG, AppliedPatch, ApplyResult, _write_state, inputs_dig
 from .bases import Base
 from .errors import RefusedError, SeamError
 from .patch import parse_text
-from .series import SERIES, Series, patch_filename, read_series, write_series
+from .series import Series, patch_filename, read_series, write_series
 
 FORMAT_PATCH_ARGS = (
     "format-patch",
@@ -124,6 +124,3 @@ def refresh(root: Path, base: Base, tree: Path, force: bool = False) -> list[Exp
     result.digest = inputs_digest(base, state["source"], new_series)
     _write_state(tree, result)
     return report
-
-
-__all__ = ["refresh", "format_commit", "Exported", "FORMAT_PATCH_ARGS", "SERIES"]

@@ -60,10 +60,6 @@ def out(repo: Path | str | None, *args: str, **kw) -> str:
     return run(repo, *args, **kw).stdout.decode().strip()
 
 
-def is_repo(path: Path) -> bool:
-    return (path / ".git").exists() and run(path, "rev-parse", "--git-dir", check=False).returncode == 0
-
-
 def head(repo: Path) -> str:
     return out(repo, "rev-parse", "HEAD")
 
