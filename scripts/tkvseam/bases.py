@@ -135,15 +135,20 @@ def _urlopen(req: urllib.request.Request | str, what: str):
         ) from e
 
 
-def find_sdist_url(base: Base, index_url: str) -> str:
-    """Ask the Simple API (PEP 691 JSON) for the sdist and check the index's metadata against the pin."""
-    url = f"{index_url}/{base.project}/"
+def simple_listing(project: str, index_url: str) -> tuple[str, dict]:
+    """The project's page on the Simple API (PEP 691 JSON): its URL and the parsed listing."""
+    url = f"{index_url}/{project}/"
     req = urllib.request.Request(url, headers={"Accept": SIMPLE_JSON})
     with _urlopen(req, url) as resp:
         try:
-            listing = json.load(resp)
+            return url, json.load(resp)
         except ValueError as e:
             raise NetworkError(f"{url} did not answer PEP 691 JSON: {e}") from e
+
+
+def find_sdist_url(base: Base, index_url: str) -> str:
+    """Ask the Simple API (PEP 691 JSON) for the sdist and check the index's metadata against the pin."""
+    url, listing = simple_listing(base.project, index_url)
     for entry in listing.get("files", []):
         if entry.get("filename") != base.sdist.filename:
             continue

@@ -94,3 +94,4 @@ def main(ctx, root, bases, cache, quiet):
 
 
 from . import commands  # noqa: E402,F401  (registers the subcommands)
+from . import commands_release  # noqa: E402,F401  (pin, watch)

@@ -14,6 +14,8 @@ Exit codes (also in README.md):
 7     Docker engine unreachable or image build failed
 8     network or download failure
 9     tests failed (seam test runs)
+10    watch: a vLLM release newer than the carried base exists (not a failure:
+      a scheduled job notifies on it)
 ====  ==========================================================================
 """
 
@@ -29,6 +31,7 @@ EXIT_LINT = 6
 EXIT_DOCKER = 7
 EXIT_NETWORK = 8
 EXIT_TESTS = 9
+EXIT_NEWER = 10
 
 
 class SeamError(Exception):

@@ -1,0 +1,106 @@
+"""Subcommands ``pin`` and ``watch``: follow upstream releases. Bodies parse options and call the library."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .cli import Context, base_option, emit_json, handle_errors, json_option, main
+from .errors import EXIT_NEWER
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@main.command()
+@click.argument("version")
+@click.option("--yanked", is_flag=True, help="Pin the release even if the index marks its sdist yanked.")
+@json_option
+@pass_ctx
+@handle_errors
+def pin(ctx: Context, version, yanked, as_json):
+    """Pin vLLM release VERSION (e.g. 0.34.0) in bases.toml from its verified sdist.
+
+    Finds the sdist on the index (PEP 691 JSON), downloads it into the cache, checks
+    the index's sha256 and size, reads the commit from vllm/_version.py and adds the
+    entry, keeping the file's comments and other entries. An existing pin with other
+    values is refused (exit 4, both values shown); an agreeing one is left as it is.
+    """
+    from .pin import pin as do_pin
+
+    result = do_pin(ctx.bases_file, version, ctx.cache, allow_yanked=yanked, progress=ctx.progress)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    click.echo(
+        f"{result.name}: {result.status} in {result.bases_file}: commit {result.commit_prefix}, "
+        f"{result.sdist['filename']} size {result.sdist['size']} sha256 {result.sdist['sha256'][:16]}…"
+    )
+
+
+@main.command()
+@base_option
+@click.option(
+    "--since",
+    default=None,
+    help="Compare with this base or version [default: the newest carried base].",
+)
+@click.option("--pre", is_flag=True, help="Include pre-releases (e.g. 0.34.0rc1).")
+@click.option("--yanked", is_flag=True, help="Include yanked releases.")
+@click.option(
+    "--report",
+    is_flag=True,
+    help="Pin each newer release (into build/drift/bases.toml) and write its drift report to build/drift/.",
+)
+@click.option("--write", is_flag=True, help="With --report: pin into bases.toml itself, not a scratch copy.")
+@json_option
+@pass_ctx
+@handle_errors
+def watch(ctx: Context, base_name, since, pre, yanked, report, write, as_json):
+    """vLLM releases newer than the newest carried base; with --report, their drift.
+
+    The top-level queue is --base's (env BASE). Exit 0 when no newer release exists,
+    10 when one does (the report, if asked, is written), another code when a report
+    could not be made.
+    """
+    from .watch import watch as do_watch
+
+    if write and not report:
+        raise click.UsageError("--write only makes sense with --report")
+    result = do_watch(
+        ctx.root,
+        ctx.bases_file,
+        ctx.cache,
+        base_name,
+        since,
+        pre,
+        yanked,
+        report,
+        write,
+        progress=ctx.progress,
+    )
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        for r in result.releases:
+            flags = ", ".join(
+                f for f, on in (("pre-release", r["prerelease"]), ("yanked", r["yanked"])) if on
+            )
+            click.echo(
+                r.get("line")
+                or f"{r['version']}: "
+                + (r.get("error") or ("pinned" if r["pinned"] else "not pinned"))
+                + (f" ({flags})" if flags else "")
+            )
+        versions = ", ".join(r["version"] for r in result.releases)
+        click.echo(
+            f"watch: {len(result.releases)} release(s) newer than {result.since} ({result.since_version}): "
+            f"{versions}"
+            if result.releases
+            else f"watch: no release newer than {result.since} ({result.since_version})"
+        )
+    if result.errors:
+        click.echo(f"Error: {result.errors[0]}", err=True)
+        sys.exit(result.errors[0].exit_code)
+    if result.releases:
+        sys.exit(EXIT_NEWER)

@@ -1,0 +1,196 @@
+"""Pin a vLLM release: add its entry to a bases file from the verified sdist.
+
+``pin`` finds the release's sdist on the Simple API (PEP 691 JSON, the same
+index code as ``fetch``), downloads it into the cache, checks it against the
+index's sha256 and size, reads the upstream commit from its ``vllm/_version.py``
+and adds the entry (tag, version, commit prefix, sdist, official image) with
+``tomlkit``, so the file's comments, order and other entries stay byte for byte.
+An existing entry whose values differ is refused (exit 4, both values shown);
+one that agrees leaves the file untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tomlkit
+from packaging.utils import InvalidSdistFilename, parse_sdist_filename
+from packaging.version import InvalidVersion, Version
+
+from .bases import (
+    Base,
+    Image,
+    Sdist,
+    default_index_url,
+    fetch_sdist,
+    load_bases,
+    sdist_commit,
+    simple_listing,
+)
+from .errors import EXIT_USAGE, SeamError, VerifyError
+from .progress import QUIET, Progress
+
+PROJECT = "vllm"
+OFFICIAL_IMAGE = "vllm/vllm-openai"
+
+
+@dataclass
+class PinResult:
+    name: str  # the base name, "v<version>"
+    status: str  # "added" or "unchanged"
+    bases_file: str
+    commit_prefix: str
+    sdist: dict
+    fetched_bytes: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def parse_release(text: str) -> Version:
+    """``0.34.0`` or ``v0.34.0`` as a PEP 440 version; a usage error (exit 2) otherwise."""
+    try:
+        return Version(text.removeprefix("v"))
+    except InvalidVersion as e:
+        raise SeamError(
+            f"{text!r} is not a PEP 440 version", hint="tkv-seam pin 0.34.0", exit_code=EXIT_USAGE
+        ) from e
+
+
+def sdist_version(filename: str) -> Version | None:
+    """The version of an sdist file name of the project, or None (a wheel, another project, junk)."""
+    try:
+        name, version = parse_sdist_filename(filename)
+    except (InvalidSdistFilename, InvalidVersion):
+        return None
+    return version if name == PROJECT else None
+
+
+def find_sdist(listing: dict, version: Version, url: str) -> dict:
+    """The listing's sdist entry for ``version``, which must carry a sha256 and a size."""
+    for entry in listing.get("files", []):
+        if sdist_version(entry.get("filename", "")) == version:
+            break
+    else:
+        raise SeamError(
+            f"{url} lists no sdist of {PROJECT} {version}",
+            hint="tkv-seam watch --since 0 --pre --yanked   (lists every release the index has)",
+        )
+    sha256, size = entry.get("hashes", {}).get("sha256"), entry.get("size")
+    if not sha256 or not isinstance(size, int):
+        raise VerifyError(
+            f"{url}: {entry['filename']} has no sha256 or no size in the index (PEP 691/700); "
+            "a pin needs both",
+            hint="set TKV_SEAM_INDEX_URL to an index serving the Simple API 1.1 (PyPI does)",
+        )
+    return entry
+
+
+def _differences(old: Base, new: Base) -> list[str]:
+    """Each field where the pinned entry and the release disagree, both values shown."""
+    rows = [
+        ("version", old.version, new.version),
+        ("tag", old.tag, new.tag),
+        ("sdist.filename", old.sdist.filename, new.sdist.filename),
+        ("sdist.size", old.sdist.size, new.sdist.size),
+        ("sdist.sha256", old.sdist.sha256, new.sdist.sha256),
+        ("image.name", old.image.name, new.image.name),
+    ]
+    out = [f"{key}: bases file has {a}, the release has {b}" for key, a, b in rows if a != b]
+    if new.commit_prefixes and not old.commit_matches(new.commit_prefix):
+        out.append(
+            f"commit: bases file has {', '.join(old.commit_prefixes)}, the release's "
+            f"vllm/_version.py has {new.commit_prefix}"
+        )
+    return out
+
+
+def _refuse(bases_file: Path, name: str, diffs: list[str]) -> VerifyError:
+    lines = "\n".join(f"  {d}" for d in diffs)
+    return VerifyError(
+        f"{name} is already pinned in {bases_file} with other values:\n{lines}",
+        hint=f'check the release; to re-pin on purpose, delete the ["{name}"] table from '
+        f"{bases_file.name}, then: tkv-seam pin {name.removeprefix('v')}",
+    )
+
+
+def _inline(values: dict) -> tomlkit.items.InlineTable:
+    """An inline table spaced like the hand-written ones: ``{ a = 1, b = 2 }``."""
+    table = tomlkit.inline_table()
+    table.update(values)
+    keys = list(table)
+    table.item(keys[0]).trivia.indent = " "
+    table.item(keys[-1]).trivia.trail = " "
+    return table
+
+
+def _write_entry(bases_file: Path, base: Base) -> None:
+    """Append ``base``'s table to the bases file (format-preserving, atomic)."""
+    doc = tomlkit.parse(bases_file.read_text())
+    table = tomlkit.table()
+    table.add(
+        tomlkit.comment(
+            f"pinned by `tkv-seam pin {base.version}`: commit read from the sha256-verified "
+            "sdist's vllm/_version.py"
+        )
+    )
+    table.add("version", base.version)
+    table.add("tag", base.tag)
+    table.add("commit_prefixes", list(base.commit_prefixes))
+    table.add("sdist", _inline(asdict(base.sdist)))
+    table.add("image", _inline(asdict(base.image)))
+    doc.add(base.name, table)
+    fd, tmp = tempfile.mkstemp(prefix=f".{bases_file.name}.", dir=bases_file.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(tomlkit.dumps(doc))
+        os.replace(tmp, bases_file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def pin(
+    bases_file: Path,
+    version: str,
+    cache: Path,
+    index_url: str | None = None,
+    allow_yanked: bool = False,
+    progress: Progress = QUIET,
+) -> PinResult:
+    """Pin release ``version`` (e.g. ``0.34.0``) in ``bases_file``; see the module docstring."""
+    release = parse_release(version)
+    name = f"v{release}"
+    index_url = index_url or default_index_url()
+    url, listing = simple_listing(PROJECT, index_url)
+    entry = find_sdist(listing, release, url)
+    if entry.get("yanked") and not allow_yanked:
+        reason = entry["yanked"] if isinstance(entry["yanked"], str) else "no reason given"
+        raise SeamError(
+            f"{entry['filename']} is yanked on the index ({reason})",
+            hint=f"tkv-seam pin --yanked {release}   (only if you mean to carry a yanked release)",
+        )
+    sdist = Sdist(entry["filename"], entry["size"], entry["hashes"]["sha256"])
+    candidate = Base(name, str(release), name, (), sdist, Image(f"{OFFICIAL_IMAGE}:{name}", ""))
+    existing = load_bases(bases_file).get(name)
+    if existing:  # refuse before downloading anything when the index already disagrees
+        diffs = _differences(existing, candidate)
+        if diffs:
+            raise _refuse(bases_file, name, diffs)
+    tarball, fetched = fetch_sdist(candidate, cache, index_url, progress)
+    commit = sdist_commit(tarball, candidate)  # checks __version__; no commit pinned yet
+    pinned = Base(
+        name, str(release), name, (commit,), sdist, Image(f"{OFFICIAL_IMAGE}:{name}", commit, "", "")
+    )
+    status = "unchanged"
+    if existing:
+        diffs = _differences(existing, pinned)
+        if diffs:
+            raise _refuse(bases_file, name, diffs)
+    else:
+        _write_entry(bases_file, pinned)
+        status = "added"
+    return PinResult(name, status, str(bases_file), commit, asdict(sdist), fetched)
