@@ -1,6 +1,7 @@
 # tkv-seam: the turbo-attn seam as a patch queue on a pinned vLLM release.
 # `make help` lists the targets. Variables: BASE (default v0.31.0), TO (port target),
-# FORCE=1 (override a refusal; may drop work), VLLM_GIT=<url-or-path> (git source).
+# FORCE=1 (override a refusal; may drop work), VLLM_GIT=<url-or-path> (git source),
+# VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch).
 
 BASE    ?= v0.31.0
 TO      ?= v0.32.0
@@ -17,7 +18,8 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
-        seam-full upstream plugin bench image port overlay overlay-restore venv venv-vllm clean
+        seam-full upstream plugin bench image port overlay overlay-restore venv venv-vllm clean \
+        pin watch lint-workflows
 
 help: ## Show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -44,13 +46,17 @@ apply: venv ## Fetch + verify BASE, apply the series strictly into build/vllm-BA
 refresh: venv ## Export the build tree's commits back to patches/ + series
 	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
 
-lint: venv lint-code ## Lint series/patches, the tool's code, and the patched files (vLLM's ruff gate)
+lint: venv lint-code lint-workflows ## Lint series/patches, the tool's code, and the patched files (vLLM's ruff gate)
 	$(TOOL) lint
 	$(MAKE) --no-print-directory lint-patches
 
 lint-code: venv
 	$(VENV)/bin/ruff check scripts tests bench
 	$(VENV)/bin/ruff format --check scripts tests bench
+
+# check-jsonschema carries GitHub's workflow schema: validated offline, the workflow is not run here.
+lint-workflows: venv
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 lint-patches: apply ## vLLM v0.31.0's style gate (ruff 0.14.0, the tree's pyproject) on every patched .py file
 	$(TOOL) stylecheck --base $(BASE)
@@ -94,6 +100,14 @@ image: apply ## Build the overlay image (Docker engine; BASE_IMAGE=, STAND_IN=1,
 
 port: venv ## Forward-port report of the series onto TO (e.g. make port TO=v0.32.0)
 	$(TOOL) port --base $(BASE) --to $(TO)
+
+pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0)
+	@test -n "$(VERSION)" || { echo "usage: make pin VERSION=0.34.0" >&2; exit 2; }
+	$(TOOL) pin $(VERSION)
+
+watch: venv ## Newer vLLM releases than the carried base (exit 10 if any); REPORT=1 writes build/drift/
+	$(TOOL) watch --base $(BASE) $(if $(SINCE),--since $(SINCE),) $(if $(PRE),--pre,) \
+	    $(if $(YANKED),--yanked,) $(if $(REPORT),--report,) $(if $(WRITE),--write,)
 
 clean: ## Remove build/ (keeps the venvs and the download cache)
 	rm -rf build

@@ -90,15 +90,14 @@ def find_sdist(listing: dict, version: Version, url: str) -> dict:
 
 
 def _differences(old: Base, new: Base) -> list[str]:
-    """Each field where the pinned entry and the release disagree, both values shown."""
+    """Each field the release determines where the pinned entry disagrees, both values shown."""
     rows = [
         ("version", old.version, new.version),
         ("tag", old.tag, new.tag),
         ("sdist.filename", old.sdist.filename, new.sdist.filename),
         ("sdist.size", old.sdist.size, new.sdist.size),
         ("sdist.sha256", old.sdist.sha256, new.sdist.sha256),
-        ("image.name", old.image.name, new.image.name),
-    ]
+    ]  # not the image: the release does not say which image a maintainer pins
     out = [f"{key}: bases file has {a}, the release has {b}" for key, a, b in rows if a != b]
     if new.commit_prefixes and not old.commit_matches(new.commit_prefix):
         out.append(
