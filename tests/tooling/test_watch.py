@@ -1,0 +1,158 @@
+"""watch: newer releases in PEP 440 order, pre-releases and yanked on request, drift reports."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+from tkvseam.watch import CATEGORIES, summarize, summary_line
+
+from .conftest import NAME, NEXT_VERSION, bases_toml
+from .test_apply import make_two_patches
+
+NEXT = f"v{NEXT_VERSION}"
+
+
+def add_listing(index, *files: str | tuple[str, str]) -> None:
+    """Listing-only entries (nothing to download): a name, or (name, yank reason)."""
+    for f in files:
+        name, yanked = f if isinstance(f, tuple) else (f, False)
+        index.listing["files"].insert(
+            0, {"filename": name, "url": f"/files/{name}", "hashes": {"sha256": "0" * 64}, "yanked": yanked}
+        )
+
+
+def watch_json(project, *args: str, expect: int = 10) -> dict:
+    return json.loads(project.cli("watch", "--base", NAME, *args, "--json", expect=expect).output)
+
+
+def test_watch_lists_newer_releases_in_pep440_order(project, index):
+    add_listing(
+        index,
+        "vllm-9.12.0-cp38-abi3-manylinux1_x86_64.whl",  # a release with wheels only still counts
+        "vllm-9.9.10.tar.gz",
+        ("vllm-9.10.1.tar.gz", "broken wheel metadata"),
+        "vllm-9.11.0rc1.tar.gz",
+        "vllm-9.8.0.tar.gz",  # older than the carried base
+        "vllm-latest.tar.gz",  # not a version: ignored
+        "other-10.0.tar.gz",  # another project: ignored
+    )
+    plain = watch_json(project)
+    # 9.10.0 after 9.9.10 (PEP 440, not string order), nothing at or below 9.9.9
+    assert [r["version"] for r in plain["releases"]] == ["9.9.10", "9.10.0", "9.12.0"]
+    assert plain["since"] == NAME and plain["from_base"] == NAME
+    assert [r["version"] for r in watch_json(project, "--pre")["releases"]] == [
+        "9.9.10",
+        "9.10.0",
+        "9.11.0rc1",
+        "9.12.0",
+    ]
+    yanked = watch_json(project, "--yanked")["releases"]
+    assert [(r["version"], r["yanked"]) for r in yanked][1:3] == [("9.10.0", False), ("9.10.1", True)]
+    out = project.cli("watch", "--base", NAME, "--since", "9.10.0", expect=10).output.splitlines()
+    assert out == [
+        "9.12.0: not pinned",
+        "watch: 1 release(s) newer than 9.10.0 (9.10.0): 9.12.0",
+    ]
+
+
+def test_watch_with_no_newer_release_exits_0(project, index, releases):
+    out = project.cli("watch", "--base", NAME, "--since", NEXT, expect=0).output
+    assert out == f"watch: no release newer than {NEXT} ({NEXT_VERSION})\n"
+    # the newest carried base is the default: a queue of its own for 9.10.0 makes it the reference
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    (project.root / "patches" / NEXT).mkdir()
+    (project.root / "patches" / NEXT / "series").write_text("")
+    assert watch_json(project, expect=0) | {"releases": []} == {
+        "since": NEXT,
+        "since_version": NEXT_VERSION,
+        "from_base": NEXT,
+        "releases": [],
+        "errors": [],
+    }
+    assert not (project.root / "build" / "drift").exists()  # no report asked, nothing written
+
+
+def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, releases):
+    make_two_patches(project)
+    bases_before = (project.root / "bases.toml").read_bytes()
+    res = project.cli("watch", "--base", NAME, "--report", expect=10)
+    drift = project.root / "build" / "drift"
+    line = (
+        f"{NEXT_VERSION}: 2 patches: 0 exact, 1 offset/fuzz, 0 3-way, 1 conflict, 0 likely obsolete, "
+        f"0 moved  (build/drift/{NEXT_VERSION}.md)"
+    )
+    assert res.output.splitlines()[0] == line
+    assert (drift / "summary.txt").read_text() == line + "\n"
+    data = json.loads((drift / f"{NEXT_VERSION}.json").read_text())
+    assert data["from"]["name"] == NAME and data["to"]["name"] == NEXT
+    assert data["to"]["commit_prefix"] == releases[NEXT].commit[:9]
+    assert [(p["name"], p["category"]) for p in data["patches"]] == [
+        ("0001-cache-tweak.patch", "offset/fuzz"),
+        ("0002-add-mul.patch", "conflict"),
+    ]
+    assert data["patches"][0]["hunks"][0]["status"] == "offset +2"
+    md = (drift / f"{NEXT_VERSION}.md").read_text()
+    table = [row for row in md.splitlines() if row.startswith("|")]
+    assert table[0] == "| patch / hunk | what it does | verdict | reason |"
+    assert all(len(re.split(r"(?<!\\)\|", row)) == 6 for row in table)  # four cells in every row
+    assert table[2].startswith("| 0001-cache-tweak.patch | mark line 10 | applies moved")
+    assert "| 0002-add-mul.patch | add mul() | needs a human | conflict in vllm/engine/arg_utils.py" in md
+    # pinned into the scratch copy only; the scratch port tree is gone
+    assert (project.root / "bases.toml").read_bytes() == bases_before
+    assert set(tomllib.loads((drift / "bases.toml").read_text())) == {NAME, NEXT}
+    assert not list((project.root / "build").glob(".drift-port-*"))
+    assert json.loads((drift / "watch.json").read_text())["releases"][0]["pin"] == "added"
+    # --write pins into bases.toml itself
+    project.cli("watch", "--base", NAME, "--report", "--write", expect=10)
+    assert set(tomllib.loads((project.root / "bases.toml").read_text())) == {NAME, NEXT}
+    assert (project.root / "bases.toml").read_bytes().startswith(bases_before)
+
+
+def test_watch_report_keeps_going_past_a_release_it_cannot_pin(project, index, releases):
+    make_two_patches(project)
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME])
+        + bases_toml(releases[NEXT], sha256="0" * 64, name=NEXT, version=NEXT_VERSION)
+    )
+    res = project.cli("watch", "--base", NAME, "--report", expect=4)
+    assert res.output.startswith(f"{NEXT_VERSION}: no report: {NEXT} is already pinned")
+    assert "sdist.sha256: bases file has 000" in res.stderr and "next: " in res.stderr
+    summary = (project.root / "build/drift/summary.txt").read_text()
+    assert summary.startswith(f"{NEXT_VERSION}: no report:")
+
+
+def test_write_without_report_is_a_usage_error(project):
+    assert "--write only makes sense with --report" in project.cli("watch", "--write", expect=2).stderr
+
+
+def test_summary_counts_statuses_it_does_not_know():
+    patches = [
+        {"status": "exact", "hunks": [{"status": "exact"}]},
+        {"status": "3-way", "hunks": [{"status": "offset +2"}, {"status": "fuzz 1"}]},
+        {"status": "3-way", "hunks": [{"status": "fails"}]},
+        {"status": "conflict", "hunks": []},
+        {"status": "likely obsolete", "hunks": []},
+        {"status": "moved", "hunks": []},
+        {"status": "blocked by 0002", "hunks": []},
+        {"status": "needs-triage", "hunks": []},
+    ]
+    counts = summarize(patches)
+    assert list(counts)[: len(CATEGORIES)] == list(CATEGORIES)
+    assert counts == {
+        "exact": 1,
+        "offset/fuzz": 1,
+        "3-way": 1,
+        "conflict": 1,
+        "likely obsolete": 1,
+        "moved": 1,
+        "blocked": 1,
+        "needs-triage": 1,
+    }
+    assert summary_line("9.10.0", counts) == (
+        "9.10.0: 8 patches: 1 exact, 1 offset/fuzz, 1 3-way, 1 conflict, 1 likely obsolete, 1 moved, "
+        "1 blocked, 1 needs-triage"
+    )
