@@ -188,14 +188,21 @@ def drift_report(
 ) -> tuple[str, dict, dict[str, int]]:
     """The port report of the queue of ``from_base`` onto ``to_base``: (markdown, json, summary counts).
 
-    Adapter over today's ``port.port`` (the top-level queue; run in a scratch port
-    tree under build/, removed afterwards). Re-wire this one function to the
+    Adapter over today's ``port.port``, which reads only the top-level queue (so
+    ``from_base`` must be its base; refused otherwise), run in a scratch port tree
+    under build/ that is removed afterwards. Re-wire this one function to the
     structured ``port --to <b> --report`` when it lands; callers only need the
     three return values.
     """
     from .port import port
     from .series import read_series
 
+    if (root / "patches" / from_base.name / "series").is_file():
+        raise SeamError(
+            f"{from_base.name} has a queue of its own (patches/{from_base.name}/) and today's port "
+            "reads only the top-level queue: the drift report would be wrong",
+            hint=f"tkv-seam --bases build/drift/bases.toml port --to {to_base.name}   (the top-level queue)",
+        )
     summaries = {p.name: p.header.summary for p in read_series(root).load()}
     scratch = root / "build" / f".drift-port-{to_base.name}"
     try:
