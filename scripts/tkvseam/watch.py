@@ -254,7 +254,16 @@ class WatchResult:
 
 def _since(bases: dict[str, Base], since: str) -> Version:
     """A known base's version, or a bare version (``0.30.0`` / ``v0.30.0``)."""
-    return Version(bases[since].version) if since in bases else parse_release(since)
+    if since in bases:
+        return Version(bases[since].version)
+    try:
+        return parse_release(since)
+    except SeamError as e:
+        raise SeamError(
+            f"--since {since!r} is neither a base in the bases file ({', '.join(bases)}) nor a PEP 440 version",
+            hint=f"tkv-seam watch --since {next(iter(bases), '0.31.0')}",
+            exit_code=e.exit_code,
+        ) from e
 
 
 def watch(

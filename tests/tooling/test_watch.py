@@ -125,8 +125,11 @@ def test_watch_report_keeps_going_past_a_release_it_cannot_pin(project, index, r
     assert summary.startswith(f"{NEXT_VERSION}: no report:")
 
 
-def test_write_without_report_is_a_usage_error(project):
+def test_write_without_report_and_a_bad_since_are_usage_errors(project):
     assert "--write only makes sense with --report" in project.cli("watch", "--write", expect=2).stderr
+    err = project.cli("watch", "--base", NAME, "--since", "latest", expect=2).stderr
+    assert f"--since 'latest' is neither a base in the bases file ({NAME})" in err
+    assert f"next: tkv-seam watch --since {NAME}" in err
 
 
 def test_summary_counts_statuses_it_does_not_know():
