@@ -46,7 +46,7 @@ apply: venv ## Fetch + verify BASE, apply the series strictly into build/vllm-BA
 refresh: venv ## Export the build tree's commits back to patches/ + series
 	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
 
-lint: venv lint-code lint-workflows ## Lint series/patches, the tool's code, and the patched files (vLLM's ruff gate)
+lint: venv lint-code lint-workflows ## Lint series/patches, the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate)
 	$(TOOL) lint
 	$(MAKE) --no-print-directory lint-patches
 

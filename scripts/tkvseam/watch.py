@@ -285,7 +285,7 @@ def watch(
     if not carried:
         raise SeamError(
             f"no carried base: {top_level} (the top-level queue's base) is not in {bases_file}",
-            hint=f"tkv-seam watch --base <a base in {bases_file.name}>   or   --since 0.31.0",
+            hint=f"tkv-seam watch --base {next(iter(bases), '<a base in ' + bases_file.name + '>')}",
         )
     from_base = get_base(bases, carried[-1])
     since = since or from_base.name
