@@ -57,6 +57,28 @@ def test_watch_lists_newer_releases_in_pep440_order(project, index):
     ]
 
 
+def test_watch_orders_0_10_0_after_0_9_0_and_skips_rc_and_yanked_unless_asked(project, index):
+    index.listing["files"] = []
+    add_listing(
+        index,
+        "vllm-0.34.0rc1.tar.gz",
+        "vllm-0.10.0.tar.gz",
+        ("vllm-0.33.1.tar.gz", "bad build"),
+        ("vllm-0.33.1-cp38-abi3-manylinux1_x86_64.whl", "bad build"),
+        "vllm-0.33.0.tar.gz",
+        "vllm-0.9.0.tar.gz",
+        "vllm-0.8.0.tar.gz",
+    )
+
+    def versions(*flags: str) -> list[str]:
+        return [r["version"] for r in watch_json(project, "--since", "0.8.0", *flags)["releases"]]
+
+    assert versions() == ["0.9.0", "0.10.0", "0.33.0"]
+    assert versions("--pre") == ["0.9.0", "0.10.0", "0.33.0", "0.34.0rc1"]
+    assert versions("--yanked") == ["0.9.0", "0.10.0", "0.33.0", "0.33.1"]
+    assert versions("--pre", "--yanked") == ["0.9.0", "0.10.0", "0.33.0", "0.33.1", "0.34.0rc1"]
+
+
 def test_watch_with_no_newer_release_exits_0(project, index, releases):
     out = project.cli("watch", "--base", NAME, "--since", NEXT, expect=0).output
     assert out == f"watch: no release newer than {NEXT} ({NEXT_VERSION})\n"
