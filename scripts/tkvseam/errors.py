@@ -14,6 +14,8 @@ Exit codes (also in README.md):
 7     Docker engine unreachable or image build failed
 8     network or download failure
 9     tests failed (seam test runs)
+10    busy: another tkv-seam run holds the lock on the same tree or cache entry
+      (waited TKV_SEAM_LOCK_TIMEOUT seconds)
 ====  ==========================================================================
 """
 
@@ -29,6 +31,7 @@ EXIT_LINT = 6
 EXIT_DOCKER = 7
 EXIT_NETWORK = 8
 EXIT_TESTS = 9
+EXIT_BUSY = 10
 
 
 class SeamError(Exception):
@@ -71,3 +74,11 @@ class DockerError(SeamError):
 
 class NetworkError(SeamError):
     exit_code = EXIT_NETWORK
+
+
+class UsageError(SeamError):
+    exit_code = EXIT_USAGE
+
+
+class BusyError(SeamError):
+    exit_code = EXIT_BUSY

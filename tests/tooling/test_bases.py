@@ -66,7 +66,7 @@ def test_git_source_with_wrong_commit_is_refused(project, upstream):
 
 
 def test_unknown_base_lists_the_known_ones(project):
-    err = project.cli("apply", "--base", "v0.0.1", expect=1).stderr
+    err = project.cli("apply", "--base", "v0.0.1", expect=2).stderr
     assert "unknown base 'v0.0.1'" in err and NAME in err and "make apply BASE=" in err
 
 
