@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import git
 from .bases import Base, base_repo
-from .errors import ApplyError, RefusedError, SeamError, VerifyError
+from .errors import TOOL, ApplyError, RefusedError, SeamError, VerifyError
 from .lock import locked, tree_lock_path
 from .patch import Patch, replay_file
 from .progress import QUIET, Progress
@@ -269,7 +269,7 @@ def _read_base_file(
         raise CorruptObject(
             f"{patch.name}: {path}: cannot read it from {origin} (missing or corrupt object): "
             f"{e.message.splitlines()[-1]}",
-            hint=f"mv {repo} {repo}.corrupt, then make apply",
+            hint=f"mv {repo} {repo}.corrupt, then run the command again",
         ) from e
 
 
@@ -489,7 +489,13 @@ def apply_series(
             switch_in_place(tree, result, force, progress)
         else:
             # No tree (or a dirty one under --force, or another base): build aside, swap in.
-            tmp, applied = build_tree(tree, repo.path, repo.commit, patches, progress)
+            try:
+                tmp, applied = build_tree(tree, repo.path, repo.commit, patches, progress)
+            except CorruptObject as e:
+                raise VerifyError(
+                    f"the cached base {repo.path} is damaged: {e.message}",
+                    hint=f"check and rebuild it: {TOOL} fetch --base {base.name}, then run the command again",
+                ) from e
             try:
                 result = result_for(applied)
                 result.state().save(tmp / "tree")

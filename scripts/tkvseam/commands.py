@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from .errors import EXIT_LINT, SeamError
+from .errors import EXIT_LINT, TOOL, SeamError
 from .options import (
     Context,
     absolute,
@@ -67,7 +67,7 @@ def fetch(ctx: Context, base_name, git_url):
     """
     from .bases import base_repo
 
-    base = ctx.base(base_name, hint="tkv-seam fetch --base {}")
+    base = ctx.base(base_name, hint=TOOL + " fetch --base {}")
     repo, fetched = base_repo(base, ctx.cache, git_url, progress=ctx.progress, full_check=True)
     click.echo(
         f"{base_name}: pristine base {repo.commit[:12]} ({repo.source}, upstream "

@@ -21,6 +21,9 @@ Exit codes (also in README.md):
 
 from __future__ import annotations
 
+# How hints spell the tool (from the project root, where the Makefile runs it).
+TOOL = ".venv/bin/tkv-seam"
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2

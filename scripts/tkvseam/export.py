@@ -24,7 +24,7 @@ from pathlib import Path
 from . import git
 from .apply import BASE_TAG, inputs_digest
 from .bases import Base
-from .errors import RefusedError, SeamError
+from .errors import TOOL, RefusedError, SeamError
 from .lock import locked, tree_lock_path
 from .patch import parse_text
 from .progress import QUIET, Progress
@@ -118,7 +118,7 @@ def _refresh(root: Path, base: Base, tree: Path, force: bool, progress: Progress
         raise RefusedError(
             f"{tree}: an interrupted apply left it half-switched to {state.head[:12]}; its commits "
             "are not what patches/ was applied from, so refresh writes nothing",
-            hint=f"finish the switch first: tkv-seam apply --base {state.base} --tree {tree}",
+            hint=f"finish the switch first: {TOOL} apply --base {state.base} --tree {tree}",
         )
     dirty = git.status_paths(tree)
     if dirty:

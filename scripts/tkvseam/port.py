@@ -19,7 +19,7 @@ from pathlib import Path
 from . import git
 from .apply import BASE_TAG, BRANCH, ApplyResult, AppliedPatch, inputs_digest
 from .bases import Base, base_repo
-from .errors import ApplyError
+from .errors import TOOL, ApplyError
 from .lock import locked, tree_lock_path
 from .state import check_removable, remove_tree_if_ours
 from .patch import Patch, _diagnose, _hunk_sides, split_lines
@@ -104,7 +104,7 @@ def port(
     ``dest`` is replaced only when it is a tree tkv-seam made that holds nothing the user
     added and no port stopped for a human (``state.check_removable``); else exit 5.
     """
-    rerun = f"tkv-seam port --base {from_base.name} --to {to_base.name} --tree {dest}"
+    rerun = f"{TOOL} port --base {from_base.name} --to {to_base.name} --tree {dest}"
     with locked(tree_lock_path(dest), str(dest), progress):
         check_removable(dest, rerun)  # refuse before downloading anything
         return _port(root, from_base, to_base, cache, dest, stop, progress, rerun)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from . import git
-from .errors import RefusedError
+from .errors import TOOL, RefusedError
 
 STATE = "tkv-seam.json"  # inside the tree's .git directory
 DROPPED_REFS = "refs/tkv-seam/dropped"
@@ -190,19 +190,19 @@ def check_removable(path: Path, rerun: str = "run the command again") -> TreeSta
     if state.pending:
         raise RefusedError(
             f"{path}: an interrupted apply left it half-switched to {state.head[:12]}",
-            hint=f"finish it first: tkv-seam apply --base {state.base} --tree {path}",
+            hint=f"finish it first: {TOOL} apply --base {state.base} --tree {path}",
         )
     if state.kind == "port" and state.port_stopped_at:
         raise RefusedError(
             f"{path} is a port in progress: it stopped at {state.port_stopped_at} for you to resolve",
-            hint=f"resolve, commit, `tkv-seam refresh --base {state.base} --tree {path}`; "
+            hint=f"resolve, commit, `{TOOL} refresh --base {state.base} --tree {path}`; "
             f"or start the port again: mv {path} {moved}, then {rerun}",
         )
     work = user_work(path, state)
     if work:
         raise RefusedError(
             f"{path} holds work that tkv-seam did not record:\n{work.describe()}",
-            hint=f"keep it: `tkv-seam refresh --base {state.base} --tree {path}` (commit first); "
+            hint=f"keep it: `{TOOL} refresh --base {state.base} --tree {path}` (commit first); "
             f"or mv {path} {moved}, then {rerun}",
         )
     return state
