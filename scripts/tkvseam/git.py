@@ -6,9 +6,11 @@ the work tree) are named functions here, each unusual flag with its reason.
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,25 +24,39 @@ TOOL_NAME = "tkv-seam"
 TOOL_EMAIL = "tkv-seam@users.noreply.invalid"
 
 
+_global_config: str | None = None
+
+
+def _tool_global_config() -> str:
+    """A global git config of this process holding only ``safe.directory = *``.
+
+    A user's global config must not change what we produce or read, so it is replaced.
+    safe.directory: the cache and the trees unpacked from a tarball may belong to another
+    uid, and git (2.39) honours safe.directory only in a global or system config, not
+    with ``-c``; git's own advice (``git config --global``) cannot reach us either.
+    mkstemp: a private file (a fixed name in /tmp could be planted by another user).
+    """
+    global _global_config
+    if _global_config is None:
+        fd, path = tempfile.mkstemp(prefix="tkv-seam-gitconfig-")
+        with os.fdopen(fd, "w") as f:
+            f.write("[safe]\n\tdirectory = *\n")
+        atexit.register(lambda: Path(path).unlink(missing_ok=True))
+        _global_config = path
+    return _global_config
+
+
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    # A user's global config must not change what we produce or read.
     env.update(
         {
             "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_GLOBAL": _tool_global_config(),
             "GIT_TERMINAL_PROMPT": "0",
             "LC_ALL": "C",
             "GIT_COMMITTER_NAME": TOOL_NAME,
             "GIT_COMMITTER_EMAIL": TOOL_EMAIL,
             "GIT_COMMITTER_DATE": FIXED_DATE,
-            # safe.directory in the command scope (the global config is /dev/null above, so
-            # git's own "add safe.directory" advice cannot work): the cache and the trees
-            # unpacked from a tarball may belong to another uid. Set for every call, also
-            # the repo-less ones (clone --local reads the cache's repository).
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": "safe.directory",
-            "GIT_CONFIG_VALUE_0": "*",
         }
     )
     if extra:
