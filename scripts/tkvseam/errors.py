@@ -45,11 +45,12 @@ class SeamError(Exception):
     """
 
     exit_code = EXIT_FAILURE
+    default_hint: str | None = None  # the next step when the raise site gives none
 
     def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = hint if hint is not None else self.default_hint
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -61,10 +62,14 @@ class SeamError(Exception):
 
 class ApplyError(SeamError):
     exit_code = EXIT_APPLY
+    default_hint = (
+        "fix the patch (or rebase it: edit the build tree, commit, `make refresh`), then make apply"
+    )
 
 
 class VerifyError(SeamError):
     exit_code = EXIT_VERIFY
+    default_hint = "check bases.toml against the release (README.md, 'Base pins'), then run the command again"
 
 
 class RefusedError(SeamError):
@@ -77,6 +82,7 @@ class DockerError(SeamError):
 
 class NetworkError(SeamError):
     exit_code = EXIT_NETWORK
+    default_hint = "check access to the package index (TKV_SEAM_INDEX_URL), then run the command again"
 
 
 class UsageError(SeamError):

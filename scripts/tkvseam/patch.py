@@ -40,6 +40,8 @@ CONFLICT_MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======")
 class PatchFormatError(SeamError):
     """A patch file cannot be parsed."""
 
+    default_hint = "make lint  (names every problem in series and patches/)"
+
 
 @dataclass
 class Header:

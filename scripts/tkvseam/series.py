@@ -63,9 +63,15 @@ def parse_series_text(text: str) -> list[str]:
             continue
         parts = line.split()
         if len(parts) > 2 or (len(parts) == 2 and parts[1] != "-p1"):
-            raise SeamError(f"series line {lineno}: {raw!r}: only '<name>' or '<name> -p1' is supported")
+            raise SeamError(
+                f"series line {lineno}: {raw!r}: only '<name>' or '<name> -p1' is supported",
+                hint="edit series, then make lint",
+            )
         if "/" in parts[0] or parts[0].startswith("."):
-            raise SeamError(f"series line {lineno}: {parts[0]!r}: patch names are plain file names")
+            raise SeamError(
+                f"series line {lineno}: {parts[0]!r}: patch names are plain file names",
+                hint="edit series, then make lint",
+            )
         names.append(parts[0])
     return names
 
