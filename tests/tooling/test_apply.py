@@ -321,3 +321,27 @@ def test_in_place_switch_refuses_to_overwrite_an_ignored_file_a_patch_adds(proje
     (kept,) = (project.tree / ".git/tkv-seam-dropped").glob("*/vllm/new.py")
     assert kept.read_text() == "my ignored file\n"
     assert (project.tree / "vllm/new.py").read_text() == "x = 1\n"
+
+
+def test_tree_state_saves_atomically_and_reads_older_files(project, monkeypatch):
+    from tkvseam import state as state_mod
+    from tkvseam.state import TreeState
+
+    project.apply()
+    path = TreeState.path(project.tree)
+    before = path.read_bytes()
+    state = TreeState.load(project.tree)
+    state.head = "0" * 40
+
+    def crash(src, dst):
+        raise SimulatedCrash("killed while saving")
+
+    monkeypatch.setattr(state_mod.os, "replace", crash)
+    with pytest.raises(SimulatedCrash):
+        state.save(project.tree)
+    monkeypatch.undo()
+    assert path.read_bytes() == before  # the old file, whole
+    old = {k: v for k, v in json.loads(before).items() if k in ("tree", "base", "source", "base_commit")}
+    old |= {"upstream_commit": "x", "head": "y", "digest": "z", "patches": [], "future_field": 1}
+    path.write_text(json.dumps(old))  # a file from an older (or newer) tkv-seam
+    assert TreeState.load(project.tree).head == "y"
