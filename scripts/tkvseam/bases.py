@@ -345,6 +345,15 @@ def _check_repo(repo: Path, commit: str, tree_id: str | None, full: bool) -> str
     return None
 
 
+def _interrupted_builds(bases_dir: Path, name: str) -> list[Path]:
+    """The ``mkdtemp(prefix=".<name>-")`` directories of this base (8 random characters, so
+    ``.v0.31.0-rc1-…`` of another base never matches ``v0.31.0``)."""
+    pattern = re.compile(rf"\.{re.escape(name)}-[a-z0-9_]{{8}}")
+    if not bases_dir.exists():
+        return []
+    return sorted(p for p in bases_dir.iterdir() if pattern.fullmatch(p.name))
+
+
 def sdist_base_repo(
     base: Base,
     cache: Path,
@@ -359,7 +368,7 @@ def sdist_base_repo(
     """
     with locked(lock_file(cache, f"base-{base.name}-sdist"), f"the cached base {base.name}", progress):
         repo = cache / "bases" / f"{base.name}-sdist"
-        for leftover in sorted(repo.parent.glob(f".{base.name}-*")) if repo.parent.exists() else []:
+        for leftover in _interrupted_builds(repo.parent, base.name):
             progress.step(f"remove {leftover} (left by an interrupted build)")
             shutil.rmtree(leftover, ignore_errors=True)
         tarball, fetched = fetch_sdist(base, cache, index_url, progress)

@@ -124,7 +124,7 @@ def test_corrupt_object_in_the_cached_base_fails_with_exit_4_and_fetch_rebuilds_
 
 
 def test_interrupted_base_builds_are_cleaned_on_the_next_run(project):
-    leftover = project.cache / "bases" / f".{NAME}-killed" / "tree"
+    leftover = project.cache / "bases" / f".{NAME}-k1lled_x" / "tree"
     leftover.mkdir(parents=True)
     (leftover / "big").write_bytes(b"x" * 1000)
     project.apply()
