@@ -126,14 +126,15 @@ def load_bases(path: Path) -> dict[str, Base]:
     return {name: _base(name, entry, path) for name, entry in data.items()}
 
 
-def get_base(bases: dict[str, Base], name: str, hint: str = "make apply BASE={}") -> Base:
-    """The base ``name``; a usage error listing the known ones (``hint``: the command, ``{}`` the name)."""
+def get_base(
+    bases: dict[str, Base], name: str, hint: str = "make apply BASE={}", avoid: str | None = None
+) -> Base:
+    """The base ``name``; a usage error listing the known ones (``hint``: the command, ``{}`` a
+    known name other than ``avoid``)."""
     if name not in bases:
         known = ", ".join(sorted(bases)) or "none"
-        raise UsageError(
-            f"unknown base {name!r}; known bases: {known}",
-            hint=hint.format(sorted(bases)[0] if bases else "<name>"),
-        )
+        candidates = [b for b in sorted(bases) if b != avoid] or ["<name>"]
+        raise UsageError(f"unknown base {name!r}; known bases: {known}", hint=hint.format(candidates[0]))
     return bases[name]
 
 

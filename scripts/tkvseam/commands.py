@@ -467,7 +467,7 @@ def port(ctx: Context, base_name, to_name, tree, stop, as_json):
 
     dest = absolute(tree) if tree else ctx.root / "build" / f"port-{to_name}"
     from_base = ctx.base(base_name, hint=f"make port BASE={{}} TO={to_name}")
-    to_base = ctx.base(to_name, hint=f"make port BASE={base_name} TO={{}}")
+    to_base = ctx.base(to_name, hint=f"make port BASE={base_name} TO={{}}", avoid=base_name)
     reports = do_port(ctx.root, from_base, to_base, ctx.cache, dest, stop, ctx.progress)
     if as_json:
         emit_json(

@@ -31,9 +31,9 @@ class Context:
         self.progress = QUIET if quiet else StderrProgress()
         self.as_json = False  # set by --json: the error boundary then prints a JSON object too
 
-    def base(self, name: str, hint: str = "make apply BASE={}"):
+    def base(self, name: str, hint: str = "make apply BASE={}", avoid: str | None = None):
         """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name."""
-        return get_base(load_bases(self.bases_file), name, hint)
+        return get_base(load_bases(self.bases_file), name, hint, avoid)
 
     def tree(self, tree: str | None, base: str) -> Path:
         return absolute(tree) if tree else self.root / "build" / f"vllm-{base}"

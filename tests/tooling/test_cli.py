@@ -12,8 +12,10 @@ from click.testing import CliRunner
 from tkvseam import git
 from tkvseam.cli import main
 
-from .conftest import message
+from .conftest import NAME, NEXT_VERSION, bases_toml, message
 from .test_apply import make_two_patches
+
+NEXT = f"v{NEXT_VERSION}"
 
 
 @pytest.mark.parametrize("command", sorted(main.commands))
@@ -123,9 +125,12 @@ def test_missing_b_prefix_names_the_patch(project):
     assert "next:" in err
 
 
-def test_unknown_port_target_is_a_usage_error_with_a_port_hint(project):
-    err = project.cli("port", "--base", "v9.9.9", "--to", "v9.9.10", expect=2).stderr
-    assert "unknown base 'v9.9.10'" in err and "next: make port BASE=v9.9.9 TO=v9.9.9" in err
+def test_unknown_port_target_is_a_usage_error_with_a_port_hint(project, releases):
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    err = project.cli("port", "--base", NAME, "--to", "v9.9.10", expect=2).stderr
+    assert "unknown base 'v9.9.10'" in err and f"next: make port BASE={NAME} TO={NEXT}" in err
 
 
 # item 11: one error boundary
