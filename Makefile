@@ -105,14 +105,14 @@ pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin 
 	@test -n "$(VERSION)" || { echo "usage: make pin VERSION=0.34.0" >&2; exit 2; }
 	$(TOOL) pin $(VERSION)
 
-# make can only exit 2 on a failed recipe: the tool's exit 10 (a newer release exists, not a
+# make can only exit 2 on a failed recipe: the tool's exit 11 (a newer release exists, not a
 # failure) becomes 0 here; call `tkv-seam watch` directly to branch on it.
 WATCH_ARGS = --base $(BASE) $(if $(SINCE),--since $(SINCE),) $(if $(PRE),--pre,) \
              $(if $(YANKED),--yanked,) $(if $(REPORT),--report,) $(if $(WRITE),--write,)
 watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/drift/ (SINCE= PRE=1 YANKED=1 WRITE=1)
 	@echo "$(TOOL) watch $(strip $(WATCH_ARGS))"
 	@rc=0; $(TOOL) watch $(WATCH_ARGS) || rc=$$?; \
-	if [ $$rc -eq 10 ]; then echo "make watch: newer release(s) above (tkv-seam exit 10)"; rc=0; fi; exit $$rc
+	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
 
 clean: ## Remove build/ (keeps the venvs and the download cache)
 	rm -rf build

@@ -25,12 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from tkvseam.apply import apply_series, tree_state
+from tkvseam.apply import apply_series
 from tkvseam.bases import default_cache_dir, fetch_sdist, get_base, load_bases
 from tkvseam.hfcache import build as build_hf
 from tkvseam.overlay import overlay_paths
 from tkvseam.seamtest import Runner
 from tkvseam.series import read_series
+from tkvseam.state import load_state
 
 ROOT = Path(__file__).resolve().parents[1]
 GIT_CLONE_BYTES = 1.1e9  # "the vLLM repository history is over 1.1 GB" (issue; lower bound)
@@ -146,8 +147,8 @@ def main() -> int:
     build_hf(hf_home, ROOT / "tests" / "data" / "hf-configs")
     runner = Runner(ROOT, tree, (ROOT / ".venv-vllm/bin/python").absolute(), work, hf_home)
     paths = overlay_paths(read_series(ROOT).load())
-    state = tree_state(tree)
-    head = state["head"]
+    state = load_state(tree)
+    head = state.head
     model = Path(tempfile.mkdtemp(prefix="tiny-llama-"))
     (model / "config.json").write_text(json.dumps(MODEL_CONFIG))
     model64 = Path(tempfile.mkdtemp(prefix="tiny-llama-64-"))
@@ -157,7 +158,7 @@ def main() -> int:
     samples: dict[str, dict[str, list[float]]] = {}
     try:
         for rep in range(args.repeat):
-            for label, commit in (("stock", state["base_commit"]), ("patched", head)):
+            for label, commit in (("stock", state.base_commit), ("patched", head)):
                 runner.install(commit, paths)
                 for name, code, extra in (
                     ("import vllm", PROBE_IMPORT, ()),
@@ -168,7 +169,7 @@ def main() -> int:
                     samples.setdefault(name, {}).setdefault(label, []).append(res["seconds"])
             print(f"  round {rep + 1}/{args.repeat} done", file=sys.stderr)
         fused = {}
-        for label, commit in (("stock", state["base_commit"]), ("patched", head)):
+        for label, commit in (("stock", state.base_commit), ("patched", head)):
             runner.install(commit, paths)
             fused[label] = probe(runner, FUSED_PROBE)
     finally:

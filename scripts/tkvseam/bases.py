@@ -7,6 +7,7 @@ base commit holds exactly the upstream v0.31.0 tree. ``apply`` clones it.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import git
-from .errors import NetworkError, SeamError, VerifyError
+from .errors import NetworkError, SeamError, UsageError, VerifyError
+from .lock import locked
 from .progress import QUIET, Progress
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -74,18 +76,26 @@ def default_cache_dir() -> Path:
     if env:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg or Path.home() / ".cache") / "tkv-seam"
-
-
-def load_bases(path: Path) -> dict[str, Base]:
-    """Read the bases data file (TOML, one table per base name)."""
+    if xdg:
+        return Path(xdg) / "tkv-seam"
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise SeamError(f"cannot read bases file {path}: {e}") from e
-    bases = {}
-    for name, entry in data.items():
-        bases[name] = Base(
+        return Path.home() / ".cache" / "tkv-seam"
+    except RuntimeError as e:  # no HOME and no passwd entry
+        raise SeamError(f"no cache directory: {e}", hint="export TKV_SEAM_CACHE=$PWD/.cache/tkv-seam") from e
+
+
+def lock_file(cache: Path, entry: str) -> Path:
+    """The lock file of one cache entry (``cache/locks/<entry>.lock``)."""
+    return cache / "locks" / f"{entry}.lock"
+
+
+def _base(name: str, entry: object, path: Path) -> Base:
+    if not isinstance(entry, dict):
+        raise SeamError(
+            f"{path}: {name!r} is not a table of pins", hint=f'see the ["v0.31.0"] table in {path}'
+        )
+    try:
+        return Base(
             name=name,
             version=entry["version"],
             tag=entry.get("tag", name),
@@ -94,16 +104,37 @@ def load_bases(path: Path) -> dict[str, Base]:
             image=Image(**entry["image"]),
             project=entry.get("project", "vllm"),
         )
-    return bases
+    except KeyError as e:
+        raise SeamError(
+            f"{path}: [{name}] lacks the {e.args[0]!r} field",
+            hint="add it (fields: version, commit_prefixes, sdist, image); see the README's 'Base pins'",
+        ) from e
+    except (TypeError, AttributeError) as e:
+        raise SeamError(
+            f"{path}: [{name}] is malformed: {e}",
+            hint="sdist = { filename, size, sha256 }, image = { name, revision_prefix }, "
+            'commit_prefixes = ["<hex>", ...]',
+        ) from e
 
 
-def get_base(bases: dict[str, Base], name: str) -> Base:
+def load_bases(path: Path) -> dict[str, Base]:
+    """Read the bases data file (TOML, one table per base name)."""
+    try:
+        data = tomllib.loads(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise SeamError(f"cannot read bases file {path}: {e}", hint=f"git checkout -- {path}") from e
+    return {name: _base(name, entry, path) for name, entry in data.items()}
+
+
+def get_base(
+    bases: dict[str, Base], name: str, hint: str = "make apply BASE={}", avoid: str | None = None
+) -> Base:
+    """The base ``name``; a usage error listing the known ones (``hint``: the command, ``{}`` a
+    known name other than ``avoid``)."""
     if name not in bases:
         known = ", ".join(sorted(bases)) or "none"
-        raise SeamError(
-            f"unknown base {name!r}; known bases: {known}",
-            hint=f"make apply BASE={sorted(bases)[0] if bases else '<name>'}",
-        )
+        candidates = [b for b in sorted(bases) if b != avoid] or ["<name>"]
+        raise UsageError(f"unknown base {name!r}; known bases: {known}", hint=hint.format(candidates[0]))
     return bases[name]
 
 
@@ -196,15 +227,32 @@ def fetch_sdist(
     part = dest.with_name(dest.name + ".part")
     progress.step(f"download {base.sdist.filename} ({base.sdist.size / 1e6:.1f} MB)")
     fetched = 0
-    with _urlopen(url, url) as resp, open(part, "wb") as f:
-        for chunk in iter(lambda: resp.read(1 << 20), b""):
-            f.write(chunk)
-            fetched += len(chunk)
-            progress.bytes(base.sdist.filename, fetched, base.sdist.size)
     try:
+        with _urlopen(url, url) as resp, open(part, "wb") as f:
+            for chunk in iter(lambda: resp.read(1 << 20), b""):
+                f.write(chunk)
+                fetched += len(chunk)
+                progress.bytes(base.sdist.filename, fetched, base.sdist.size)
+        if fetched < base.sdist.size:
+            raise NetworkError(
+                f"download of {url} cut short: {fetched} of {base.sdist.size} bytes; nothing was kept",
+                hint="run the command again to download it afresh",
+            )
         verify_file(part, base.sdist)
-    except VerifyError:
-        part.unlink()
+    except (http.client.HTTPException, OSError) as e:
+        part.unlink(missing_ok=True)
+        raise NetworkError(
+            f"download of {url} failed after {fetched} of {base.sdist.size} bytes: {e}; nothing was kept",
+            hint="run the command again to download it afresh",
+        ) from e
+    except VerifyError as e:
+        part.unlink(missing_ok=True)
+        raise VerifyError(
+            f"{url}: {e.message.split(': ', 1)[1]}; the download was deleted",
+            hint="check that the index serves the pinned release (bases.toml), then run the command again",
+        ) from e
+    except BaseException:
+        part.unlink(missing_ok=True)
         raise
     os.replace(part, dest)
     return dest, fetched
@@ -282,17 +330,65 @@ def _base_info(path: Path) -> dict | None:
         return None
 
 
+def _check_repo(repo: Path, commit: str, tree_id: str | None, full: bool) -> str | None:
+    """Why the cached repository ``repo`` cannot be trusted, or None.
+
+    Always (cheap): the base commit's tree id is the one recorded at build time and every
+    object it reaches is present (``fsck --connectivity-only``). ``full``: every object's
+    content is hashed again (``git fsck``, a few seconds on vLLM; ``fetch`` does it).
+    """
+    proc = git.run(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}", check=False)
+    if proc.returncode != 0:
+        return f"the base commit {commit[:12]} cannot be read"
+    if tree_id and proc.stdout.decode().strip() != tree_id:
+        return f"the base commit's tree is {proc.stdout.decode().strip()[:12]}, recorded {tree_id[:12]}"
+    # --no-dangling: unreferenced objects are normal (old builds); only what the base reaches counts
+    args = ["fsck", "--no-dangling", "--no-progress"] + ([] if full else ["--connectivity-only"])
+    proc = git.run(repo, *args, commit, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.decode(errors="replace").strip().splitlines() or ["git fsck failed"]
+        return lines[0]
+    return None
+
+
+def _interrupted_builds(bases_dir: Path, name: str) -> list[Path]:
+    """The ``mkdtemp(prefix=".<name>-")`` directories of this base (8 random characters, so
+    ``.v0.31.0-rc1-…`` of another base never matches ``v0.31.0``)."""
+    pattern = re.compile(rf"\.{re.escape(name)}-[a-z0-9_]{{8}}")
+    if not bases_dir.exists():
+        return []
+    return sorted(p for p in bases_dir.iterdir() if pattern.fullmatch(p.name))
+
+
 def sdist_base_repo(
-    base: Base, cache: Path, index_url: str | None = None, progress: Progress = QUIET
+    base: Base,
+    cache: Path,
+    index_url: str | None = None,
+    progress: Progress = QUIET,
+    full_check: bool = False,
 ) -> tuple[BaseRepo, int]:
-    """The pristine repo built from the verified sdist (cached); and bytes fetched."""
-    repo = cache / "bases" / f"{base.name}-sdist"
-    tarball, fetched = fetch_sdist(base, cache, index_url, progress)
-    info = _base_info(repo)
-    if info and info.get("sha256") == base.sdist.sha256:
-        return BaseRepo(repo, info["commit"], "sdist", info["upstream_commit"]), fetched
+    """The pristine repo built from the verified sdist (cached, checked); and bytes fetched.
+
+    Holds the cache entry's lock; removes the temporary directories of interrupted builds.
+    A cached repository that fails its check is rebuilt from the verified sdist.
+    """
+    with locked(lock_file(cache, f"base-{base.name}-sdist"), f"the cached base {base.name}", progress):
+        repo = cache / "bases" / f"{base.name}-sdist"
+        for leftover in _interrupted_builds(repo.parent, base.name):
+            progress.step(f"remove {leftover} (left by an interrupted build)")
+            shutil.rmtree(leftover, ignore_errors=True)
+        tarball, fetched = fetch_sdist(base, cache, index_url, progress)
+        info = _base_info(repo)
+        if info and info.get("sha256") == base.sdist.sha256:
+            problem = _check_repo(repo, info["commit"], info.get("tree"), full_check)
+            if problem is None:
+                return BaseRepo(repo, info["commit"], "sdist", info["upstream_commit"]), fetched
+            progress.warn(f"the cached base {repo} is damaged ({problem}); rebuilding it from {tarball.name}")
+        return _build_sdist_repo(base, tarball, repo, progress), fetched
+
+
+def _build_sdist_repo(base: Base, tarball: Path, repo: Path, progress: Progress) -> BaseRepo:
     sdist_commit(tarball, base)  # refuse a wrong release before anything is written
-    shutil.rmtree(repo, ignore_errors=True)
     repo.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{base.name}-", dir=repo.parent))
     try:
@@ -305,52 +401,64 @@ def sdist_base_repo(
             f"vLLM {base.tag} ({upstream}) pristine base from {base.sdist.filename}\n",
             BASE_AUTHOR,
         )
-        (tree / ".git" / "tkv-seam-base.json").write_text(
-            json.dumps(
-                {
-                    "base": base.name,
-                    "sha256": base.sdist.sha256,
-                    "commit": commit,
-                    "upstream_commit": upstream,
-                },
-                indent=1,
-            )
-        )
+        info = {
+            "base": base.name,
+            "sha256": base.sdist.sha256,
+            "commit": commit,
+            "tree": git.out(tree, "rev-parse", f"{commit}^{{tree}}"),
+            "upstream_commit": upstream,
+        }
+        (tree / ".git" / "tkv-seam-base.json").write_text(json.dumps(info, indent=1))
+        if repo.exists():
+            os.replace(repo, work / "old")  # removed with work below
         os.replace(tree, repo)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return BaseRepo(repo, commit, "sdist", upstream), fetched
+    return BaseRepo(repo, commit, "sdist", upstream)
 
 
-def git_base_repo(base: Base, cache: Path, url: str, progress: Progress = QUIET) -> BaseRepo:
+def git_base_repo(
+    base: Base, cache: Path, url: str, progress: Progress = QUIET, full_check: bool = False
+) -> BaseRepo:
     """A bare mirror of ``url`` in the cache, checked: tag ``base.tag`` is the pinned commit."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/"))[-80:]
     mirror = cache / "git" / f"{slug}.git"
-    if mirror.exists():
-        progress.step(f"fetch {base.tag} from {url}")
-        git.run(mirror, "fetch", "--quiet", "--tags", "--force", url)
-    else:
-        progress.step(f"clone {url}")
-        mirror.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=mirror.parent))
-        try:
-            git.run(None, "clone", "--quiet", "--bare", url, str(tmp / "m.git"))
-            os.replace(tmp / "m.git", mirror)
-        except SeamError as e:
-            raise NetworkError(f"cannot clone {url}: {e.message}") from e
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    proc = git.run(
-        mirror, "rev-parse", "--verify", "--quiet", f"refs/tags/{base.tag}^{{commit}}", check=False
-    )
-    if proc.returncode != 0:
-        raise VerifyError(f"{url} has no tag {base.tag}")
-    commit = proc.stdout.decode().strip()
-    if not base.commit_matches(commit):
-        raise VerifyError(
-            f"{url}: tag {base.tag} is commit {commit}, the pin is {base.commit_prefix}",
-            hint="the repository's tag moved or is not upstream vLLM; check VLLM_GIT",
+    with locked(lock_file(cache, f"git-{slug}"), f"the cached mirror of {url}", progress):
+        for leftover in sorted(mirror.parent.glob(f".{slug}.clone-*")) if mirror.parent.exists() else []:
+            shutil.rmtree(leftover, ignore_errors=True)
+        if mirror.exists():
+            progress.step(f"fetch {base.tag} from {url}")
+            git.run(mirror, "fetch", "--quiet", "--tags", "--force", url)
+        else:
+            progress.step(f"clone {url}")
+            mirror.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{slug}.clone-", dir=mirror.parent))
+            try:
+                git.run(None, "clone", "--quiet", "--bare", url, str(tmp / "m.git"))
+                os.replace(tmp / "m.git", mirror)
+            except SeamError as e:
+                raise NetworkError(
+                    f"cannot clone {url}: {e.message}", hint="check the URL and network access, then retry"
+                ) from e
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        proc = git.run(
+            mirror, "rev-parse", "--verify", "--quiet", f"refs/tags/{base.tag}^{{commit}}", check=False
         )
+        if proc.returncode != 0:
+            raise VerifyError(f"{url} has no tag {base.tag}", hint=f"git ls-remote --tags {url}")
+        commit = proc.stdout.decode().strip()
+        if not base.commit_matches(commit):
+            raise VerifyError(
+                f"{url}: tag {base.tag} is commit {commit}, the pin is {base.commit_prefix}",
+                hint="the repository's tag moved or is not upstream vLLM; check VLLM_GIT",
+            )
+        problem = _check_repo(mirror, commit, None, full_check)
+        if problem:
+            raise VerifyError(
+                f"the cached mirror {mirror} is damaged: {problem}",
+                hint=f"rm -rf {mirror}, then run the command again (it clones afresh)",
+            )
     return BaseRepo(mirror, commit, "git", commit)
 
 
@@ -360,8 +468,12 @@ def base_repo(
     git_url: str | None = None,
     index_url: str | None = None,
     progress: Progress = QUIET,
+    full_check: bool = False,
 ) -> tuple[BaseRepo, int]:
-    """The pristine base from git (when ``git_url``) or from the sdist; bytes fetched."""
+    """The pristine base from git (when ``git_url``) or from the sdist; bytes fetched.
+
+    ``full_check`` re-hashes every object of the cached repository (``fetch`` does).
+    """
     if git_url:
-        return git_base_repo(base, cache, git_url, progress), 0
-    return sdist_base_repo(base, cache, index_url, progress)
+        return git_base_repo(base, cache, git_url, progress, full_check), 0
+    return sdist_base_repo(base, cache, index_url, progress, full_check)

@@ -1,71 +1,60 @@
 """The ``tkv-seam`` command line: a thin click layer over the library.
 
-Exit codes are documented in ``tkvseam.errors`` and README.md.
+One error boundary (``SeamGroup.invoke``): a ``SeamError`` or ``OSError`` from any
+command becomes ``Error: …`` + ``next: …`` on stderr (and, under ``--json``, one JSON
+object on stdout) and the documented exit code (``tkvseam.errors``, README.md).
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-import sys
+import errno
+import shlex
 from pathlib import Path
 
 import click
 
-from . import __version__
-from .bases import default_cache_dir, get_base, load_bases
-from .errors import SeamError
-from .progress import QUIET, StderrProgress
-
-DEFAULT_BASE = "v0.31.0"
+from . import __version__, commands, commands_release
+from .errors import EXIT_FAILURE, SeamError
+from .options import Context, emit_json
 
 
-class Context:
-    def __init__(self, root: Path, bases: Path | None, cache: Path | None, quiet: bool):
-        self.root = root
-        self.bases_file = bases or root / "bases.toml"
-        self.cache = cache or default_cache_dir()
-        self.progress = QUIET if quiet else StderrProgress()
-
-    def base(self, name: str):
-        return get_base(load_bases(self.bases_file), name)
-
-    def tree(self, tree: str | None, base: str) -> Path:
-        return Path(tree) if tree else self.root / "build" / f"vllm-{base}"
-
-
-def emit_json(data) -> None:
-    click.echo(json.dumps(data, indent=1, sort_keys=True))
+def _os_error(e: OSError) -> tuple[str, str]:
+    """Message and next step for an OSError (unreadable patch, read-only build/, …)."""
+    where = " -> ".join(str(f) for f in (e.filename, e.filename2) if f)
+    message = f"{e.strerror or e}: {where}" if where else f"{e.strerror or e}"
+    if e.filename is None:
+        return message, "check free space (df -h .) and permissions, then run the command again"
+    path = Path(e.filename)
+    look = path if path.exists() else path.parent
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (
+            message,
+            f"ls -ld {shlex.quote(str(look))}  (make it readable/writable for you, then run again)",
+        )
+    return message, f"ls -ld {shlex.quote(str(look))}  (check the path, then run the command again)"
 
 
-def handle_errors(fn):
-    """Map SeamError to 'Error: ...' on stderr and its documented exit code."""
+class SeamGroup(click.Group):
+    """The top group: maps library errors to ``Error:``/``next:`` and exit codes, once."""
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def invoke(self, ctx: click.Context):
         try:
-            return fn(*args, **kwargs)
+            return super().invoke(ctx)
         except SeamError as e:
-            click.echo(f"Error: {e}", err=True)
-            sys.exit(e.exit_code)
+            self._fail(ctx, e.message, e.hint, e.exit_code)
+        except OSError as e:
+            self._fail(ctx, *_os_error(e), EXIT_FAILURE)
 
-    return wrapper
-
-
-base_option = click.option(
-    "--base",
-    "base_name",
-    default=lambda: os.environ.get("BASE", DEFAULT_BASE),
-    show_default=DEFAULT_BASE,
-    help="Known base name (see `tkv-seam bases`).",
-)
-tree_option = click.option("--tree", default=None, help="Work tree [default: build/vllm-<base>].")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-force_option = click.option("--force", is_flag=True, help="Override the refusal (may drop work).")
+    @staticmethod
+    def _fail(ctx: click.Context, message: str, hint: str | None, code: int):
+        click.echo(f"Error: {message}" + (f"\n  next: {hint}" if hint else ""), err=True)
+        obj = ctx.find_object(Context)
+        if obj is not None and obj.as_json:
+            emit_json({"ok": False, "error": message, "hint": hint, "exit_code": code})
+        raise click.exceptions.Exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SeamGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tkv-seam")
 @click.option(
     "--root",
@@ -86,12 +75,12 @@ force_option = click.option("--force", is_flag=True, help="Override the refusal 
     envvar="TKV_SEAM_CACHE",
     help="Download cache [default: ~/.cache/tkv-seam].",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr (warnings still show).")
 @click.pass_context
 def main(ctx, root, bases, cache, quiet):
     """tkv-seam: carry the turbo-attn seam as a patch queue on a pinned vLLM."""
-    ctx.obj = Context(root.resolve(), bases, cache, quiet)
+    ctx.obj = Context(root, bases, cache, quiet)
 
 
-from . import commands  # noqa: E402,F401  (registers the subcommands)
-from . import commands_release  # noqa: E402,F401  (pin, watch)
+for _command in commands.COMMANDS + commands_release.COMMANDS:
+    main.add_command(_command)

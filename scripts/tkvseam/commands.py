@@ -1,4 +1,8 @@
-"""Subcommands of ``tkv-seam``. Each body parses options and calls the library."""
+"""Subcommands of ``tkv-seam``. Each body parses options and calls the library.
+
+Errors are not handled here: the top group (``cli.SeamGroup``) maps them once.
+``COMMANDS`` lists what ``cli`` registers.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,18 @@ from pathlib import Path
 
 import click
 
-from .cli import (
+from .errors import EXIT_LINT, TOOL, SeamError
+from .options import (
     Context,
+    absolute,
     base_option,
     emit_json,
     force_option,
-    handle_errors,
     json_option,
-    main,
+    pass_ctx,
     tree_option,
 )
-from .errors import EXIT_LINT, SeamError
 
-pass_ctx = click.make_pass_decorator(Context)
 git_option = click.option(
     "--git",
     "git_url",
@@ -29,7 +32,7 @@ git_option = click.option(
 )
 
 
-@main.command()
+@click.command()
 @pass_ctx
 @json_option
 def bases(ctx: Context, as_json):
@@ -52,30 +55,33 @@ def bases(ctx: Context, as_json):
         )
 
 
-@main.command()
+@click.command()
 @base_option
 @git_option
 @pass_ctx
-@handle_errors
 def fetch(ctx: Context, base_name, git_url):
-    """Download and verify the base (sdist sha256 + commit id, or git tag commit)."""
+    """Download and verify the base (sdist sha256 + commit id, or git tag commit).
+
+    Also re-checks every object of the cached base repository (rebuilt from the sdist
+    when damaged).
+    """
     from .bases import base_repo
 
-    repo, fetched = base_repo(ctx.base(base_name), ctx.cache, git_url, progress=ctx.progress)
+    base = ctx.base(base_name, hint=TOOL + " fetch --base {}")
+    repo, fetched = base_repo(base, ctx.cache, git_url, progress=ctx.progress, full_check=True)
     click.echo(
         f"{base_name}: pristine base {repo.commit[:12]} ({repo.source}, upstream "
         f"{repo.upstream_commit[:12]}) in {repo.path}; fetched {fetched} bytes"
     )
 
 
-@main.command()
+@click.command()
 @base_option
 @tree_option
 @git_option
 @force_option
 @json_option
 @pass_ctx
-@handle_errors
 def apply(ctx: Context, base_name, tree, git_url, force, as_json):
     """Build the patched work tree: pristine base + one commit per patch (strict, atomic).
 
@@ -103,18 +109,23 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
         )
 
 
-@main.command()
+@click.command()
 @base_option
 @tree_option
 @force_option
 @json_option
 @pass_ctx
-@handle_errors
 def refresh(ctx: Context, base_name, tree, force, as_json):
     """Export the tree's commits after the base back to patches/ and series."""
     from .export import refresh as do_refresh
 
-    report = do_refresh(ctx.root, ctx.base(base_name), ctx.tree(tree, base_name), force=force)
+    report = do_refresh(
+        ctx.root,
+        ctx.base(base_name, hint="make refresh BASE={}"),
+        ctx.tree(tree, base_name),
+        force=force,
+        progress=ctx.progress,
+    )
     if as_json:
         emit_json([vars(r) for r in report])
         return
@@ -124,10 +135,9 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
     click.echo(f"{len(report) - len(changed)} unchanged, {len(changed)} changed")
 
 
-@main.command()
+@click.command()
 @json_option
 @pass_ctx
-@handle_errors
 def lint(ctx: Context, as_json):
     """Check series and patches/: agreement, parsing, header fields, paths, markers."""
     from .lint import lint as do_lint
@@ -155,7 +165,7 @@ python_option = click.option(
 )
 
 
-@main.group()
+@click.group()
 def overlay():
     """The patched vllm/ files: stage them, install them into a venv, restore it."""
 
@@ -163,7 +173,6 @@ def overlay():
 @overlay.command("files")
 @json_option
 @pass_ctx
-@handle_errors
 def overlay_files(ctx: Context, as_json):
     """List the vllm/ files the series patches (derived from the patches)."""
     from .overlay import overlay_paths
@@ -187,25 +196,24 @@ def overlay_files(ctx: Context, as_json):
     help="Stage directory [default: build/overlay-<base>].",
 )
 @pass_ctx
-@handle_errors
 def overlay_stage(ctx: Context, base_name, tree, commit, out):
     """Write manifest.json + overlay/vllm/... (+ the installer) for one commit."""
     from .overlay import overlay_paths, stage
     from .series import read_series
 
-    out = out or ctx.root / "build" / f"overlay-{base_name}"
+    out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
     manifest = stage(ctx.tree(tree, base_name), overlay_paths(read_series(ctx.root).load()), out, commit)
     changed = sum(f["pristine_sha256"] != f["patched_sha256"] for f in manifest["files"])
     click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
 
 
 def _install(ctx: Context, base_name, tree, python, commit_of):
-    from .apply import tree_state
     from .overlay import install_into_venv, overlay_paths, stage
     from .series import read_series
+    from .state import load_state
 
     tree_path = ctx.tree(tree, base_name)
-    commit = commit_of(tree_state(tree_path))
+    commit = commit_of(load_state(tree_path))
     out = ctx.root / "build" / "overlay-venv"
     stage(tree_path, overlay_paths(read_series(ctx.root).load()), out, commit)
     click.echo(install_into_venv(python, out).rstrip())
@@ -217,7 +225,6 @@ def _install(ctx: Context, base_name, tree, python, commit_of):
 @python_option
 @click.option("--commit", default="HEAD", show_default=True, help="Commit of the build tree to install.")
 @pass_ctx
-@handle_errors
 def overlay_install(ctx: Context, base_name, tree, python, commit):
     """Install the overlay of a commit into the venv (each file checked pristine first)."""
     _install(ctx, base_name, tree, python, lambda state: commit)
@@ -228,10 +235,9 @@ def overlay_install(ctx: Context, base_name, tree, python, commit):
 @tree_option
 @python_option
 @pass_ctx
-@handle_errors
 def overlay_restore(ctx: Context, base_name, tree, python):
     """Put the pristine base files back into the venv."""
-    _install(ctx, base_name, tree, python, lambda state: state["base_commit"])
+    _install(ctx, base_name, tree, python, lambda state: state.base_commit)
 
 
 # --------------------------------------------------------------------------- seam tests
@@ -249,7 +255,7 @@ def _runner(ctx: Context, base_name, tree, python):
     return Runner(ctx.root, ctx.tree(tree, base_name), python.absolute(), work, hf_home, ctx.progress)
 
 
-@main.group()
+@click.group()
 def seamtest():
     """Run the series' tests (bisect, full) and upstream's tests against the venv."""
 
@@ -259,7 +265,6 @@ def seamtest_command(name: str):
 
     def decorate(fn):
         for deco in (
-            handle_errors,
             pass_ctx,
             json_option,
             python_option,
@@ -343,12 +348,11 @@ def seamtest_upstream(ctx: Context, base_name, tree, python, as_json, files):
         sys.exit(EXIT_TESTS)
 
 
-@main.command()
+@click.command()
 @base_option
 @tree_option
 @click.option("--ruff", default=None, help="ruff executable [default: the one beside this Python].")
 @pass_ctx
-@handle_errors
 def stylecheck(ctx: Context, base_name, tree, ruff):
     """Run vLLM's style gate (ruff check + format, the tree's pyproject) on every patched .py file."""
     from .stylecheck import stylecheck as run_stylecheck
@@ -385,7 +389,7 @@ def seamtest_plugin(ctx: Context, base_name, tree, python, as_json):
 # --------------------------------------------------------------------------- image
 
 
-@main.command()
+@click.command()
 @base_option
 @tree_option
 @click.option(
@@ -410,7 +414,6 @@ def seamtest_plugin(ctx: Context, base_name, tree, python, as_json):
 @click.option("--tag", default=None, help="Image tag [default: tkv-seam/vllm-openai:<base>-<series digest>].")
 @json_option
 @pass_ctx
-@handle_errors
 def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, as_json):
     """Build the overlay image: the base image + exactly the patched vllm/ files (docker SDK).
 
@@ -423,7 +426,7 @@ def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, 
     result = build(
         ctx.root,
         ctx.tree(tree, base_name),
-        ctx.base(base_name),
+        ctx.base(base_name, hint="make image BASE={}"),
         base_image,
         turbo_attn,
         stand_in,
@@ -445,7 +448,7 @@ def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, 
 # --------------------------------------------------------------------------- port
 
 
-@main.command()
+@click.command()
 @base_option
 @click.option("--to", "to_name", required=True, help="The newer base to port onto (e.g. v0.32.0).")
 @click.option("--tree", default=None, help="Port tree [default: build/port-<to>].")
@@ -454,7 +457,6 @@ def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, 
 )
 @json_option
 @pass_ctx
-@handle_errors
 def port(ctx: Context, base_name, to_name, tree, stop, as_json):
     """Forward-port report: apply the series onto a newer base, per patch and per hunk.
 
@@ -463,8 +465,10 @@ def port(ctx: Context, base_name, to_name, tree, stop, as_json):
     """
     from .port import port as do_port
 
-    dest = Path(tree) if tree else ctx.root / "build" / f"port-{to_name}"
-    reports = do_port(ctx.root, ctx.base(base_name), ctx.base(to_name), ctx.cache, dest, stop, ctx.progress)
+    dest = absolute(tree) if tree else ctx.root / "build" / f"port-{to_name}"
+    from_base = ctx.base(base_name, hint=f"make port BASE={{}} TO={to_name}")
+    to_base = ctx.base(to_name, hint=f"make port BASE={base_name} TO={{}}", avoid=base_name)
+    reports = do_port(ctx.root, from_base, to_base, ctx.cache, dest, stop, ctx.progress)
     if as_json:
         emit_json(
             {
@@ -488,3 +492,6 @@ def port(ctx: Context, base_name, to_name, tree, stop, as_json):
             click.echo(f"            {r.note}")
     clean = sum(r.status in ("exact", "3-way") for r in reports)
     click.echo(f"port {base_name} -> {to_name}: {clean} of {len(reports)} patches apply; tree {dest}")
+
+
+COMMANDS = [bases, fetch, apply, refresh, lint, overlay, seamtest, stylecheck, image, port]

@@ -6,18 +6,15 @@ import sys
 
 import click
 
-from .cli import Context, base_option, emit_json, handle_errors, json_option, main
 from .errors import EXIT_NEWER
+from .options import Context, base_option, emit_json, json_option, pass_ctx
 
-pass_ctx = click.make_pass_decorator(Context)
 
-
-@main.command()
+@click.command()
 @click.argument("version")
 @click.option("--yanked", is_flag=True, help="Pin the release even if the index marks its sdist yanked.")
 @json_option
 @pass_ctx
-@handle_errors
 def pin(ctx: Context, version, yanked, as_json):
     """Pin vLLM release VERSION (e.g. 0.34.0) in bases.toml from its verified sdist.
 
@@ -38,7 +35,7 @@ def pin(ctx: Context, version, yanked, as_json):
     )
 
 
-@main.command()
+@click.command()
 @base_option
 @click.option(
     "--since",
@@ -55,12 +52,11 @@ def pin(ctx: Context, version, yanked, as_json):
 @click.option("--write", is_flag=True, help="With --report: pin into bases.toml itself, not a scratch copy.")
 @json_option
 @pass_ctx
-@handle_errors
 def watch(ctx: Context, base_name, since, pre, yanked, report, write, as_json):
     """vLLM releases newer than the newest carried base; with --report, their drift.
 
     The top-level queue is --base's (env BASE). Exit 0 when no newer release exists,
-    10 when one does (the report, if asked, is written), another code when a report
+    11 when one does (the report, if asked, is written), another code when a report
     could not be made.
     """
     from .watch import watch as do_watch
@@ -104,3 +100,6 @@ def watch(ctx: Context, base_name, since, pre, yanked, report, write, as_json):
         sys.exit(result.errors[0].exit_code)
     if result.releases:
         sys.exit(EXIT_NEWER)
+
+
+COMMANDS = [pin, watch]

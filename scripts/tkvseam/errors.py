@@ -14,12 +14,17 @@ Exit codes (also in README.md):
 7     Docker engine unreachable or image build failed
 8     network or download failure
 9     tests failed (seam test runs)
-10    watch: a vLLM release newer than the carried base exists (not a failure:
+10    busy: another tkv-seam run holds the lock on the same tree or cache entry
+      (waited TKV_SEAM_LOCK_TIMEOUT seconds)
+11    watch: a vLLM release newer than the carried base exists (not a failure:
       a scheduled job notifies on it)
 ====  ==========================================================================
 """
 
 from __future__ import annotations
+
+# How hints spell the tool (from the project root, where the Makefile runs it).
+TOOL = ".venv/bin/tkv-seam"
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -31,7 +36,8 @@ EXIT_LINT = 6
 EXIT_DOCKER = 7
 EXIT_NETWORK = 8
 EXIT_TESTS = 9
-EXIT_NEWER = 10
+EXIT_BUSY = 10
+EXIT_NEWER = 11
 
 
 class SeamError(Exception):
@@ -42,11 +48,12 @@ class SeamError(Exception):
     """
 
     exit_code = EXIT_FAILURE
+    default_hint: str | None = None  # the next step when the raise site gives none
 
     def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = hint if hint is not None else self.default_hint
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -58,10 +65,14 @@ class SeamError(Exception):
 
 class ApplyError(SeamError):
     exit_code = EXIT_APPLY
+    default_hint = (
+        "fix the patch (or rebase it: edit the build tree, commit, `make refresh`), then make apply"
+    )
 
 
 class VerifyError(SeamError):
     exit_code = EXIT_VERIFY
+    default_hint = "check bases.toml against the release (README.md, 'Base pins'), then run the command again"
 
 
 class RefusedError(SeamError):
@@ -74,3 +85,12 @@ class DockerError(SeamError):
 
 class NetworkError(SeamError):
     exit_code = EXIT_NETWORK
+    default_hint = "check access to the package index (TKV_SEAM_INDEX_URL), then run the command again"
+
+
+class UsageError(SeamError):
+    exit_code = EXIT_USAGE
+
+
+class BusyError(SeamError):
+    exit_code = EXIT_BUSY

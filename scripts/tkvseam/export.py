@@ -15,16 +15,21 @@ The output is canonical ``git format-patch`` text, made byte-stable:
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import git
-from .apply import BASE_TAG, AppliedPatch, ApplyResult, _write_state, inputs_digest, read_state
+from .apply import BASE_TAG, inputs_digest
 from .bases import Base
-from .errors import RefusedError, SeamError
+from .errors import TOOL, RefusedError, SeamError
+from .lock import locked, tree_lock_path
 from .patch import parse_text
+from .progress import QUIET, Progress
 from .series import Series, patch_filename, read_series, write_series
+from .state import AppliedPatch, TreeState
 
 FORMAT_PATCH_ARGS = (
     "format-patch",
@@ -48,7 +53,17 @@ class Exported:
 
 def format_commit(tree: Path, commit: str) -> str:
     """One commit as canonical patch text."""
-    text = git.run(tree, *FORMAT_PATCH_ARGS, commit).stdout.decode("utf-8")
+    data = git.run(tree, *FORMAT_PATCH_ARGS, commit).stdout
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise SeamError(
+            f"{tree}: commit {commit[:12]}: its patch text is not UTF-8 (byte {data[e.start]:#04x} on "
+            f"line {line} of `git format-patch`); patches are UTF-8 text",
+            hint=f"re-encode the file in UTF-8 and amend the commit (git -C {tree} show {commit[:12]} "
+            "shows it), then refresh again",
+        ) from e
     lines = text.split("\n")
     head_end = lines.index("") if "" in lines else 0
     kept = [line for i, line in enumerate(lines) if not (i < head_end and line.startswith("Date: "))]
@@ -66,32 +81,78 @@ def commits_after_base(tree: Path, base_commit: str) -> list[str]:
     return out.split() if out else []
 
 
-def refresh(root: Path, base: Base, tree: Path, force: bool = False) -> list[Exported]:
+def edited_since_apply(state: TreeState, series: Series) -> list[str]:
+    """The patch files (and series entries) that differ from what the tree was applied from."""
+    now = series.file_digests()
+    edited = [f"patches/{n}" for n, d in now.items() if state.inputs.get(n) != d]
+    edited += [f"patches/{n} (no longer in series)" for n in state.inputs if n not in now]
+    return edited
+
+
+def _back_up(tree: Path, series: Series, edited: list[str]) -> Path:
+    """Copy the edited patch files into the tree's ``.git/tkv-seam-dropped/<time>/``."""
+    keep = (
+        tree / ".git" / "tkv-seam-dropped" / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+    )
+    (keep / "patches").mkdir(parents=True, exist_ok=True)
+    for name in series.names:
+        if series.path(name).exists():
+            shutil.copy2(series.path(name), keep / "patches" / name)
+    shutil.copy2(series.root / "series", keep / "series")
+    return keep
+
+
+def refresh(
+    root: Path, base: Base, tree: Path, force: bool = False, progress: Progress = QUIET
+) -> list[Exported]:
     """Export the tree's commits to ``root``'s patches and series; refuse to lose work."""
-    state = read_state(tree)
+    with locked(tree_lock_path(tree), str(tree), progress):
+        return _refresh(root, base, tree, force, progress)
+
+
+def _refresh(root: Path, base: Base, tree: Path, force: bool, progress: Progress) -> list[Exported]:
+    state = TreeState.load(tree)
     if state is None:
         raise SeamError(f"{tree} is not a tree made by tkv-seam apply", hint="make apply")
-    dirty = git.status_porcelain(tree)
-    if dirty:
+    if state.pending:
         raise RefusedError(
-            f"{tree} has uncommitted changes ({len(dirty)} paths); refresh exports commits only",
-            hint=f"commit them (git -C {tree} commit -a) or stash them, then `make refresh`",
+            f"{tree}: an interrupted apply left it half-switched to {state.head[:12]}; its commits "
+            "are not what patches/ was applied from, so refresh writes nothing",
+            hint=f"finish the switch first: {TOOL} apply --base {state.base} --tree {tree}",
+        )
+    dirty = git.status_paths(tree)
+    if dirty:
+        shown = "\n".join(f"    {st.strip() or '??'} {path}" for st, path in dirty[:10])
+        raise RefusedError(
+            f"{tree} has uncommitted changes ({len(dirty)} paths); refresh exports commits only:\n{shown}",
+            hint=f"commit them (git -C {tree} add -A && git -C {tree} commit) or stash them "
+            f"(git -C {tree} stash -u), then refresh again",
         )
     series = read_series(root)
-    if not force and inputs_digest(base, state["source"], series) != state["digest"]:
-        raise RefusedError(
-            "patches/ or series changed since the tree was applied; refresh would overwrite those edits",
-            hint="keep the patch edits: `make apply FORCE=1` (drops tree commits); "
-            "keep the tree commits: `make refresh FORCE=1`",
-        )
+    if inputs_digest(base, state.source, series) != state.digest:
+        edited = edited_since_apply(state, series) if state.inputs else []
+        named = ("\n" + "\n".join(f"    {e}" for e in edited)) if edited else ""
+        if not force:
+            raise RefusedError(
+                f"patches/ or series changed since the tree was applied; refresh would overwrite "
+                f"those edits{':' if named else ''}{named}",
+                hint="keep the patch edits: `make apply FORCE=1` (keeps the tree's commits in a ref); "
+                "keep the tree commits: `make refresh FORCE=1` (backs up the patch files first)",
+            )
+        keep = _back_up(tree, series, edited)
+        progress.warn(f"--force overwrites the edits to patches/ or series{named}\nbacked up in {keep}")
     texts: dict[str, str] = {}
     order: list[str] = []
-    for k, commit in enumerate(commits_after_base(tree, state["base_commit"]), 1):
+    commits = commits_after_base(tree, state.base_commit)
+    for k, commit in enumerate(commits, 1):
         text = format_commit(tree, commit)
         header = parse_text(text, f"commit {commit[:12]}").header
         name = patch_filename(k, header.slug)
         if name in texts:
-            raise SeamError(f"two commits export to {name}: give them different subjects")
+            raise SeamError(
+                f"{tree}: two commits export to {name}: give them different subjects",
+                hint=f"git -C {tree} rebase -i {BASE_TAG} (reword one), then refresh again",
+            )
         texts[name] = text
         order.append(name)
     report: list[Exported] = []
@@ -115,12 +176,12 @@ def refresh(root: Path, base: Base, tree: Path, force: bool = False) -> list[Exp
     if series.names != order:
         write_series(root, order)
     new_series = Series(root, order)
-    applied = [
+    state.patches = [
         AppliedPatch(n, c, git.out(tree, "diff-tree", "--no-commit-id", "--name-only", "-r", c).split())
-        for n, c in zip(order, commits_after_base(tree, state["base_commit"]))
+        for n, c in zip(order, commits)
     ]
-    result = ApplyResult(**{**state, "patches": applied})
-    result.head = git.head(tree)
-    result.digest = inputs_digest(base, state["source"], new_series)
-    _write_state(tree, result)
+    state.head = git.head(tree)
+    state.digest = inputs_digest(base, state.source, new_series)
+    state.inputs = new_series.file_digests()
+    state.save(tree)
     return report

@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 from . import git
-from .apply import tree_state
 from .errors import SeamError, VerifyError
 from .patch import Patch
+from .state import load_state
 
 PACKAGE_PREFIX = "vllm/"
 INSTALLER = Path(__file__).with_name("overlay_install.py")
@@ -44,8 +44,8 @@ def _blob(tree: Path, commit: str, path: str) -> bytes:
 
 def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series_digest: str = "") -> dict:
     """Write manifest.json and overlay/ for ``commit`` of the build tree into ``dest``."""
-    state = tree_state(tree)
-    base_commit = state["base_commit"]
+    state = load_state(tree)
+    base_commit = state.base_commit
     commit = git.out(tree, "rev-parse", commit)
     if dest.exists():
         shutil.rmtree(dest)
@@ -65,10 +65,10 @@ def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series
             }
         )
     manifest = {
-        "base": state["base"],
-        "upstream_commit": state["upstream_commit"],
+        "base": state.base,
+        "upstream_commit": state.upstream_commit,
         "commit": commit,
-        "series_digest": series_digest or state["digest"],
+        "series_digest": series_digest or state.digest,
         "files": files,
     }
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

@@ -40,6 +40,8 @@ CONFLICT_MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======")
 class PatchFormatError(SeamError):
     """A patch file cannot be parsed."""
 
+    default_hint = "make lint  (names every problem in series and patches/)"
+
 
 @dataclass
 class Header:
@@ -179,11 +181,14 @@ def parse_header(text: str, name: str) -> Header:
     )
 
 
-def strip_prefix(path: str, prefix: str) -> str | None:
+def strip_prefix(path: str, prefix: str, name: str = "patch") -> str | None:
     if path == "/dev/null":
         return None
     if not path.startswith(prefix):
-        raise PatchFormatError(f"path {path!r} lacks the {prefix!r} prefix (patches are -p1)")
+        raise PatchFormatError(
+            f"{name}: path {path!r} lacks the {prefix!r} prefix (patches are -p1)",
+            hint=f"re-export {name} with `make refresh`, or fix its ---/+++ lines by hand",
+        )
     return path[len(prefix) :]
 
 
@@ -220,8 +225,8 @@ def parse_text(text: str, name: str, path: Path | None = None) -> Patch:
     for pfile in pset:
         if pfile.is_binary_file:
             raise PatchFormatError(f"{name}: {pfile.path}: binary hunks are not allowed")
-        old = strip_prefix(pfile.source_file, "a/")
-        new = strip_prefix(pfile.target_file, "b/")
+        old = strip_prefix(pfile.source_file, "a/", name)
+        new = strip_prefix(pfile.target_file, "b/", name)
         info = [str(x).rstrip("\n") for x in (pfile.patch_info or [])]
         if info and info[0].startswith("diff --git "):
             git_paths = info[0][len("diff --git ") :].split(" ")

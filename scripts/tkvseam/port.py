@@ -17,9 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import git
-from .apply import BASE_TAG, BRANCH, STATE, ApplyResult, AppliedPatch, inputs_digest
+from .apply import BASE_TAG, BRANCH, ApplyResult, AppliedPatch, inputs_digest
 from .bases import Base, base_repo
-from .errors import ApplyError
+from .errors import TOOL, ApplyError
+from .lock import locked, tree_lock_path
+from .state import check_removable, remove_tree_if_ours
 from .patch import Patch, _diagnose, _hunk_sides, split_lines
 from .progress import QUIET, Progress
 from .series import read_series
@@ -98,13 +100,31 @@ def port(
 
     A conflicting or failing patch is reported and left out (later patches still
     tried) unless ``stop``: then the first one stays in the tree, markers and all.
+
+    ``dest`` is replaced only when it is a tree tkv-seam made that holds nothing the user
+    added and no port stopped for a human (``state.check_removable``); else exit 5.
     """
+    rerun = f"{TOOL} port --base {from_base.name} --to {to_base.name} --tree {dest}"
+    with locked(tree_lock_path(dest), str(dest), progress):
+        check_removable(dest, rerun)  # refuse before downloading anything
+        return _port(root, from_base, to_base, cache, dest, stop, progress, rerun)
+
+
+def _port(
+    root: Path,
+    from_base: Base,
+    to_base: Base,
+    cache: Path,
+    dest: Path,
+    stop: bool,
+    progress: Progress,
+    rerun: str,
+) -> list[PatchReport]:
     series = read_series(root)
     patches = series.load()
     old, _ = base_repo(from_base, cache, progress=progress)
     new, _ = base_repo(to_base, cache, progress=progress)
-    if dest.exists():
-        shutil.rmtree(dest)
+    remove_tree_if_ours(dest, rerun)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
     tree = tmp / "tree"
@@ -155,8 +175,13 @@ def port(
         head=git.head(tree),
         digest=inputs_digest(to_base, "sdist", series),
         patches=applied,
+        inputs=series.file_digests(),
     )
-    (tree / ".git" / STATE).write_text(json.dumps(result.to_json(), indent=1) + "\n")
+    state = result.state()
+    state.kind = "port"
+    stopped = [r.name for r in reports if r.status in ("conflict", "fails")] if stop else []
+    state.port_stopped_at = stopped[0] if stopped else None
+    state.save(tree)
     (tree / ".git" / "tkv-seam-port.json").write_text(json.dumps([asdict(r) for r in reports], indent=1))
     tree.rename(dest)
     shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,8 @@
 """Progress reporting for long steps, decoupled from the CLI.
 
 Library functions take a ``Progress``; the CLI passes one that writes to
-stderr, tests pass ``QUIET``.
+stderr, tests pass ``QUIET``. Warnings are printed to stderr by every sink:
+``--quiet`` silences progress, never what is dropped or waited for.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ class Progress:
 
     def bytes(self, label: str, done: int, total: int) -> None:
         """``done`` of ``total`` bytes of ``label`` are through."""
+
+    def warn(self, message: str) -> None:
+        """Something the user must see even with ``--quiet`` (what --force drops, waiting for a lock)."""
+        print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 QUIET = Progress()

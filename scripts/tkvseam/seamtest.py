@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import git
-from .apply import tree_state
 from .errors import SeamError
 from .overlay import install_into_venv, overlay_paths, stage
 from .progress import QUIET, Progress
 from .series import read_series
+from .state import load_state
 
 PASSED, FAILED = "passed", "failed"
 
@@ -63,9 +63,9 @@ class Runner:
     # -- trees and overlays ------------------------------------------------
 
     def commits(self) -> tuple[str, list[str]]:
-        state = tree_state(self.tree)
-        out = git.out(self.tree, "rev-list", "--reverse", f"{state['base_commit']}..HEAD")
-        return state["base_commit"], out.split() if out else []
+        state = load_state(self.tree)
+        out = git.out(self.tree, "rev-list", "--reverse", f"{state.base_commit}..HEAD")
+        return state.base_commit, out.split() if out else []
 
     def install(self, commit: str, paths: list[str]) -> None:
         stage_dir = self.work / "stage"

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from tkvseam import git
-from tkvseam.apply import read_state
+from tkvseam.state import TreeState
 from tkvseam.bases import default_cache_dir
 from tkvseam.cli import main
 from tkvseam.overlay import overlay_paths
@@ -54,10 +54,10 @@ def api():
 
 @pytest.fixture(scope="module")
 def tree():
-    state = read_state(TREE)
+    state = TreeState.load(TREE)
     series = read_series(ROOT)
     assert state is not None, f"{TREE} missing: run `make apply` first"
-    assert len(state["patches"]) == len(series.names), "build tree is stale: run `make apply`"
+    assert len(state.patches) == len(series.names), "build tree is stale: run `make apply`"
     return TREE, state
 
 
@@ -69,7 +69,7 @@ def stand_in(api, tree):
 
     def make(tag: str, **kw) -> str:
         made.append(f"{STAND_IN}:{tag}")
-        return build_stand_in(api, tar, path, state["base_commit"], STAND_IN, tag, **kw)
+        return build_stand_in(api, tar, path, state.base_commit, STAND_IN, tag, **kw)
 
     yield make
     for image in [f"{TARGET}:test", *made]:
@@ -109,7 +109,7 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, stand_in):
     out = json.loads(res.stdout)
     assert "tkv-seam overlay: 12 file(s) replaced, 12 verified" in res.stderr
     labels = api.inspect_image(out["tag"])["Config"]["Labels"]
-    assert labels["io.tkv-seam.series.digest"] == state["digest"]
+    assert labels["io.tkv-seam.series.digest"] == state.digest
     assert labels["io.tkv-seam.base.image"] == f"{STAND_IN}:good"
     assert labels["io.tkv-seam.turbo-attn"] == ""  # TURBO_ATTN empty: no plugin step ran
     assert out["added_bytes"] < 5_000_000, out["added_layers"]
@@ -120,14 +120,14 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, stand_in):
     assert len(patched) == 12
     pristine = [
         p
-        for p in git.out(path, "ls-tree", "-r", "--name-only", state["base_commit"], "vllm/").split()
+        for p in git.out(path, "ls-tree", "-r", "--name-only", state.base_commit, "vllm/").split()
         if p.endswith(".py")
     ]
     assert set(hashes) == set(pristine)
     for p in pristine:
-        want = blob_sha(path, "HEAD" if p in patched else state["base_commit"], p)
+        want = blob_sha(path, "HEAD" if p in patched else state.base_commit, p)
         assert hashes[p] == want, p
-    assert sum(blob_sha(path, "HEAD", p) != blob_sha(path, state["base_commit"], p) for p in patched) == 12
+    assert sum(blob_sha(path, "HEAD", p) != blob_sha(path, state.base_commit, p) for p in patched) == 12
 
 
 def test_altered_base_file_fails_the_build_naming_it(api, tree, stand_in):

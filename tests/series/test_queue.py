@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tkvseam import git
-from tkvseam.apply import read_state
+from tkvseam.state import TreeState
 from tkvseam.overlay import overlay_paths
 from tkvseam.series import read_series
 
@@ -84,7 +84,7 @@ def patches():
 
 @pytest.fixture(scope="module")
 def state():
-    s = read_state(TREE)
+    s = TreeState.load(TREE)
     assert s is not None, f"{TREE} missing: run `make apply`"
     return s
 
@@ -125,7 +125,7 @@ def test_every_patch_says_why_and_how_it_is_tested(patches):
 
 
 def _pristine_copy(state, dest: Path) -> None:
-    data = git.run(TREE, "archive", "--format=tar", state["base_commit"]).stdout
+    data = git.run(TREE, "archive", "--format=tar", state.base_commit).stdout
     dest.mkdir()
     subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
 
@@ -146,17 +146,15 @@ def test_quilt_push_all_applies_without_fuzz(tmp_path, state):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "offset" not in proc.stdout and "fuzz" not in proc.stdout
     for path in VLLM_FILES + OTHER_FILES:
-        assert (work / path).read_bytes() == git.run(TREE, "show", f"{state['head']}:{path}").stdout, path
+        assert (work / path).read_bytes() == git.run(TREE, "show", f"{state.head}:{path}").stdout, path
 
 
 def test_git_am_in_series_order_gives_the_same_tree(tmp_path, state):
     work = tmp_path / "am"
     git.run(None, "clone", "-q", "--no-checkout", "--local", str(TREE), str(work))
-    git.run(work, "checkout", "-q", "-b", "am", state["base_commit"])
+    git.run(work, "checkout", "-q", "-b", "am", state.base_commit)
     names = read_series(ROOT).names
     git.run(work, "am", "-q", "--no-3way", *[str(ROOT / "patches" / n) for n in names])
-    assert git.out(work, "rev-parse", "HEAD^{tree}") == git.out(
-        TREE, "rev-parse", f"{state['head']}^{{tree}}"
-    )
-    subjects = git.out(work, "log", "--format=%s", f"{state['base_commit']}..HEAD").splitlines()
+    assert git.out(work, "rev-parse", "HEAD^{tree}") == git.out(TREE, "rev-parse", f"{state.head}^{{tree}}")
+    subjects = git.out(work, "log", "--format=%s", f"{state.base_commit}..HEAD").splitlines()
     assert [s.split(":")[0] for s in reversed(subjects)] == SLUGS

@@ -143,7 +143,7 @@ def test_crash_during_build_leaves_old_tree_and_no_leftovers(project, monkeypatc
     assert git.head(project.tree) == head
     assert git.status_porcelain(project.tree) == ([] if in_place else ["?? scratch.txt"])
     assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
-    assert not (project.tree / ".git" / "tkv-seam-index").exists()
+    assert not list((project.tree / ".git").glob("tkv-seam-index*"))
 
 
 def test_crash_between_the_swap_renames_is_recovered(project, monkeypatch):
@@ -222,3 +222,126 @@ def test_apply_from_git_source(project, upstream):
     out = json.loads(project.apply("--git", str(upstream.root), "--json").output)
     assert out["source"] == "git" and out["base_commit"] == upstream.commit
     assert git.out(project.tree, "rev-parse", "HEAD") == upstream.commit
+
+
+# --------------------------------------------------------------------------- issue 8, items 2-5
+
+
+def _crash_right_after_switch_starts(project, monkeypatch):
+    """Edit patch 2, then run apply and kill it right after '==> switch' (state saved pending)."""
+    make_two_patches(project)
+    project.apply("--force")
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("return a * b", "return b * a"))
+    real_run = apply_mod.git.run
+
+    def run(repo, *args, **kw):
+        if args[:2] == ("read-tree", "-m"):
+            raise SimulatedCrash("Ctrl-C right after ==> switch")
+        return real_run(repo, *args, **kw)
+
+    monkeypatch.setattr(apply_mod.git, "run", run)
+    with pytest.raises(SimulatedCrash):
+        project.apply()
+    monkeypatch.setattr(apply_mod.git, "run", real_run)
+
+
+def test_interrupted_switch_never_discards_edits_made_after_it(project, monkeypatch):
+    _crash_right_after_switch_starts(project, monkeypatch)
+    (project.tree / "vllm/config/cache.py").write_text("my edit after the crash\n")
+    (project.tree / "notes.txt").write_text("mine\n")
+    err = project.apply(expect=None).stderr
+    assert (project.tree / "vllm/config/cache.py").read_text() == "my edit after the crash\n"
+    assert (project.tree / "notes.txt").read_text() == "mine\n"
+    assert "half-switched" in err and "vllm/config/cache.py" in err and "notes.txt" in err and "next:" in err
+    project.apply(expect=5)
+
+
+def test_interrupted_switch_never_discards_commits_made_after_it(project, monkeypatch):
+    _crash_right_after_switch_starts(project, monkeypatch)
+    project.commit_in_tree("vllm/mine.py", "z = 3\n", message("mine", "my commit"))
+    head = git.head(project.tree)
+    err = project.apply(expect=5).stderr
+    assert "mine: my commit" in err
+    assert git.head(project.tree) == head
+    out = json.loads(project.apply("--force", "--json").stdout)  # FORCE finishes it, keeping the commit
+    (ref,) = out["dropped"]
+    assert git.out(project.tree, "log", "--format=%s", "-1", ref) == "mine: my commit"
+    assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
+
+
+def test_refresh_refuses_a_half_switched_tree_before_writing(project, monkeypatch):
+    _crash_right_after_switch_starts(project, monkeypatch)
+    before = patch_bytes(project)
+    series = (project.root / "series").read_bytes()
+    res = project.refresh(expect=5)
+    assert "half-switched" in res.stderr and "next:" in res.stderr
+    assert patch_bytes(project) == before and (project.root / "series").read_bytes() == series
+    project.apply()  # finishes the switch (nothing was added since)
+    assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
+    project.refresh()
+
+
+def test_force_lists_what_it_drops_and_keeps_it_in_a_ref(project):
+    make_two_patches(project)
+    project.apply("--force")
+    project.commit_in_tree("vllm/mine.py", "z = 3\n", message("mine", "my unrefreshed commit"))
+    mine = git.head(project.tree)
+    (project.tree / "vllm/engine/arg_utils.py").write_text("my edit\n")
+    (project.tree / "notes.txt").write_text("untracked\n")
+    res = project.apply("--force", "--json")
+    assert "--force drops" in res.stderr
+    assert "M vllm/engine/arg_utils.py" in res.stderr and "?? notes.txt" in res.stderr
+    assert f"{mine[:12]} mine: my unrefreshed commit" in res.stderr
+    (ref,) = json.loads(res.stdout)["dropped"]
+    assert ref.startswith("refs/tkv-seam/dropped/") and ref in res.stderr
+    assert git.out(project.tree, "show", f"{ref}:notes.txt") == "untracked"
+    assert git.out(project.tree, "show", f"{ref}:vllm/engine/arg_utils.py") == "my edit"
+    assert git.out(project.tree, "rev-parse", f"{ref}^") == mine
+    assert git.status_porcelain(project.tree) == []
+
+
+def test_in_place_switch_refuses_to_overwrite_an_ignored_file_a_patch_adds(project):
+    project.apply()
+    project.commit_in_tree("vllm/new.py", "x = 1\n", message("new-file", "add new.py"))
+    project.refresh()
+    saved = patch_bytes(project)
+    project.write_series()
+    (project.root / "patches/0001-new-file.patch").unlink()
+    project.apply("--force")  # the tree is the bare base again, clean
+    (project.root / "series").write_text("0001-new-file.patch\n")
+    (project.root / "patches/0001-new-file.patch").write_bytes(saved["0001-new-file.patch"])
+    (project.tree / ".git/info/exclude").write_text("vllm/new.py\n")
+    (project.tree / "vllm/new.py").write_text("my ignored file\n")
+    err = project.apply(expect=5).stderr
+    assert "vllm/new.py" in err and "ignored" in err and "next:" in err
+    assert (project.tree / "vllm/new.py").read_text() == "my ignored file\n"
+    res = project.apply("--force")
+    assert "sets aside" in res.stderr
+    (kept,) = (project.tree / ".git/tkv-seam-dropped").glob("*/vllm/new.py")
+    assert kept.read_text() == "my ignored file\n"
+    assert (project.tree / "vllm/new.py").read_text() == "x = 1\n"
+
+
+def test_tree_state_saves_atomically_and_reads_older_files(project, monkeypatch):
+    from tkvseam import state as state_mod
+    from tkvseam.state import TreeState
+
+    project.apply()
+    path = TreeState.path(project.tree)
+    before = path.read_bytes()
+    state = TreeState.load(project.tree)
+    state.head = "0" * 40
+
+    def crash(src, dst):
+        raise SimulatedCrash("killed while saving")
+
+    monkeypatch.setattr(state_mod.os, "replace", crash)
+    with pytest.raises(SimulatedCrash):
+        state.save(project.tree)
+    monkeypatch.undo()
+    assert path.read_bytes() == before  # the old file, whole
+    old = {k: v for k, v in json.loads(before).items() if k in ("tree", "base", "source", "base_commit")}
+    old |= {"upstream_commit": "x", "head": "y", "digest": "z", "patches": [], "future_field": 1}
+    path.write_text(json.dumps(old))  # a file from an older (or newer) tkv-seam
+    assert TreeState.load(project.tree).head == "y"

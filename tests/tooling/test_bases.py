@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+from tkvseam import git
 from tkvseam.bases import default_cache_dir, load_bases
 
 from .conftest import NAME, bases_toml
+from .test_apply import make_two_patches
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +70,7 @@ def test_git_source_with_wrong_commit_is_refused(project, upstream):
 
 
 def test_unknown_base_lists_the_known_ones(project):
-    err = project.cli("apply", "--base", "v0.0.1", expect=1).stderr
+    err = project.cli("apply", "--base", "v0.0.1", expect=2).stderr
     assert "unknown base 'v0.0.1'" in err and NAME in err and "make apply BASE=" in err
 
 
@@ -97,3 +101,54 @@ def test_real_v0_31_0_sdist_when_cached(tmp_path):
     verify_file(cached, base.sdist)
     assert unpack_sdist(cached, base, tmp_path / "tree") == "db9527a46"
     assert (tmp_path / "tree/vllm/v1/core/kv_cache_utils.py").exists()
+
+
+# --------------------------------------------------------------------------- issue 8, items 8-10, 13
+
+
+def test_corrupt_object_in_the_cached_base_fails_with_exit_4_and_fetch_rebuilds_it(project):
+    make_two_patches(project)
+    shutil.rmtree(project.tree)
+    repo = project.cache / "bases" / f"{NAME}-sdist"
+    sha = git.out(repo, "rev-parse", "HEAD:vllm/config/cache.py")
+    obj = repo / ".git" / "objects" / sha[:2] / sha[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(b"garbage")
+    err = project.apply(expect=4).stderr
+    assert f"the cached base {repo} is damaged" in err and f"fetch --base {NAME}" in err
+    assert not project.tree.exists()
+    res = project.cli("fetch", "--base", NAME)
+    assert f"the cached base {repo} is damaged" in res.stderr and "rebuilding" in res.stderr
+    project.apply()
+    assert "line 10 (seam)" in (project.tree / "vllm/config/cache.py").read_text()
+
+
+def test_interrupted_base_builds_are_cleaned_on_the_next_run(project):
+    leftover = project.cache / "bases" / f".{NAME}-k1lled_x" / "tree"
+    leftover.mkdir(parents=True)
+    (leftover / "big").write_bytes(b"x" * 1000)
+    project.apply()
+    assert not list((project.cache / "bases").glob(".*"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the cache to another uid")
+def test_a_cache_owned_by_another_uid_is_used(project):
+    project.cli("fetch", "--base", NAME)
+    for path in [project.cache, *project.cache.rglob("*")]:
+        os.lchown(path, 65534, 65534)
+    out = json.loads(project.apply("--json").stdout)
+    assert out["patches"] == [] and git.head(project.tree) == out["head"]
+
+
+def test_download_cut_short_is_a_network_error_and_keeps_nothing(project, index, upstream):
+    data = upstream.tarball.read_bytes()
+    index.files[f"/files/{upstream.tarball.name}"] = data[: len(data) // 2]
+    err = project.apply(expect=8).stderr
+    assert "cut short" in err and "next: run the command again" in err
+    assert not list((project.cache / "sdist").glob("*"))
+
+
+def test_a_refused_download_names_no_file_it_deleted(project, index, upstream):
+    index.files[f"/files/{upstream.tarball.name}"] = upstream.tarball.read_bytes()[:-10] + b"x" * 10
+    err = project.apply(expect=4).stderr
+    assert ".part" not in err and "the download was deleted" in err and "next:" in err

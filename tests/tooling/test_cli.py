@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from click.testing import CliRunner
 
+from tkvseam import git
 from tkvseam.cli import main
 
-from .conftest import message
+from .conftest import NAME, NEXT_VERSION, bases_toml, message
 from .test_apply import make_two_patches
+
+NEXT = f"v{NEXT_VERSION}"
 
 
 @pytest.mark.parametrize("command", sorted(main.commands))
@@ -47,8 +54,6 @@ def test_refresh_exports_a_new_commit_and_renames_nothing_else(project):
 
 def test_refresh_after_dropping_a_commit_removes_its_patch(project):
     make_two_patches(project)
-    from tkvseam import git
-
     git.run(project.tree, "reset", "--hard", "HEAD~1")
     out = project.refresh().output
     assert "removed   patches/0002-add-mul.patch" in out
@@ -63,3 +68,137 @@ def test_image_without_a_docker_engine_fails_with_one_clear_line(project, monkey
         f"Error: no Docker engine reachable at unix://{tmp_path}/no-such.sock: start dockerd or set "
         "DOCKER_HOST (README.md, 'Docker image')"
     ]
+
+
+# --------------------------------------------------------------------------- issue 8
+
+
+def test_refresh_keeps_series_comments_blank_lines_and_p1_markers(project):
+    make_two_patches(project)
+    (project.root / "series").write_text(
+        "# the seam\n\n0001-cache-tweak.patch -p1  # cache knob\n\n# math\n0002-add-mul.patch -p1\n"
+    )
+    project.apply("--force")
+    project.commit_in_tree("vllm/extra.py", "y = 2\n", message("extra-file", "add extra.py"))
+    project.refresh()
+    assert (project.root / "series").read_text() == (
+        "# the seam\n\n0001-cache-tweak.patch -p1  # cache knob\n\n# math\n0002-add-mul.patch -p1\n"
+        "0003-extra-file.patch\n"
+    )
+
+
+def test_refresh_refusal_names_the_edited_patch(project):
+    make_two_patches(project)
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("Adds mul().", "Edited by hand."))
+    err = project.refresh(expect=5).stderr
+    assert "patches/0002-add-mul.patch" in err and "0001-cache-tweak" not in err.split("next:")[0]
+    res = project.refresh("--force")  # FORCE says what it overwrites and backs it up
+    assert "patches/0002-add-mul.patch" in res.stderr and "backed up in" in res.stderr
+    (backup,) = (project.tree / ".git/tkv-seam-dropped").glob("*/patches/0002-add-mul.patch")
+    assert "Edited by hand." in backup.read_text()
+
+
+def test_refresh_of_a_commit_that_is_not_utf8_is_an_error_not_a_traceback(project):
+    project.apply()
+    (project.tree / "vllm/latin1.py").write_bytes(b"# caf\xe9\n")
+    git.commit(
+        project.tree, "latin1: add a file\n", "Seam Dev <dev@example.invalid>", paths=["vllm/latin1.py"]
+    )
+    err = project.refresh(expect=1).stderr
+    assert "not UTF-8" in err and git.head(project.tree)[:12] in err and "next:" in err
+
+
+def test_duplicate_series_entry_is_named_as_such(project):
+    make_two_patches(project)
+    project.write_series("0001-cache-tweak.patch", "0001-cache-tweak.patch")
+    err = project.apply("--force", expect=1).stderr
+    assert "0001-cache-tweak.patch is listed twice" in err and "next:" in err
+
+
+def test_missing_b_prefix_names_the_patch(project):
+    make_two_patches(project)
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace(" b/vllm/engine/arg_utils.py", " x/vllm/engine/arg_utils.py"))
+    err = project.apply("--force", expect=1).stderr
+    assert "0002-add-mul.patch: path 'x/vllm/engine/arg_utils.py' lacks the 'b/' prefix" in err
+    assert "next:" in err
+
+
+def test_unknown_port_target_is_a_usage_error_with_a_port_hint(project, releases):
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    err = project.cli("port", "--base", NAME, "--to", "v9.9.10", expect=2).stderr
+    assert "unknown base 'v9.9.10'" in err and f"next: make port BASE={NAME} TO={NEXT}" in err
+
+
+# item 11: one error boundary
+
+
+def test_no_import_cycle_and_no_per_command_decorator():
+    code = "import sys, tkvseam.commands; assert 'tkvseam.cli' not in sys.modules, 'cycle'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import tkvseam.cli
+
+    assert not hasattr(tkvseam.cli, "handle_errors")
+
+
+@pytest.mark.parametrize(
+    "toml",
+    [
+        "[v1\nbroken",
+        '["v1"]\nversion = "1"\n',
+        '["v1"]\nversion = "1"\ncommit_prefixes = 3\nsdist = 1\nimage = 2\n',
+    ],
+    ids=["malformed", "incomplete", "wrong-types"],
+)
+def test_bad_bases_file_is_an_error_not_a_traceback(project, toml):
+    (project.root / "bases.toml").write_text(toml)
+    res = project.cli("bases", expect=1)
+    assert res.stderr.startswith("Error: ") and "bases.toml" in res.stderr and "next:" in res.stderr
+
+
+def test_os_errors_are_errors_not_tracebacks(project, tmp_path, monkeypatch):
+    make_two_patches(project)
+    p = project.root / "patches/0002-add-mul.patch"
+    p.unlink()
+    p.mkdir()  # unreadable as a file
+    err = project.apply("--force", expect=1).stderr
+    assert err.startswith("Error: ") and "0002-add-mul.patch" in err and "next: ls -ld" in err
+    p.rmdir()
+    project.write_series()
+    (tmp_path / "a-file").write_text("")
+    res = project.cli("apply", "--base", "v9.9.9", "--tree", str(tmp_path / "a-file" / "tree"), expect=1)
+    assert res.stderr.startswith("Error: ") and "a-file" in res.stderr and "next: ls -ld" in res.stderr
+    monkeypatch.delenv("TKV_SEAM_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "a-file"))
+    result = CliRunner().invoke(main, ["--root", str(project.root), "-q", "fetch", "--base", "v9.9.9"])
+    assert result.exit_code == 1 and result.stderr.startswith("Error: "), result.stderr
+    assert "a-file" in result.stderr and "next:" in result.stderr
+
+
+# item 12: --json on failure
+
+
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (("apply", "--base", "v0.0.1", "--json"), 2),
+        (("refresh", "--base", "v9.9.9", "--json"), 1),
+        (("port", "--base", "v9.9.9", "--to", "v0.0.1", "--json"), 2),
+        (("overlay", "files", "--json"), 1),
+        (("seamtest", "full", "--python", "/nonexistent/python", "--json"), 1),
+        (("bases", "--json"), 1),
+    ],
+    ids=lambda v: v[0] if isinstance(v, tuple) else str(v),
+)
+def test_json_commands_print_one_json_object_on_failure(project, args, code):
+    if args[0] == "bases":
+        (project.root / "bases.toml").write_text("[broken")
+    if args[0] == "overlay":
+        project.write_series("0001-missing.patch")
+    res = project.cli(*args, expect=code)
+    out = json.loads(res.stdout)
+    assert out["ok"] is False and out["exit_code"] == code and out["error"] and "hint" in out

@@ -23,7 +23,7 @@ def add_listing(index, *files: str | tuple[str, str]) -> None:
         )
 
 
-def watch_json(project, *args: str, expect: int = 10) -> dict:
+def watch_json(project, *args: str, expect: int = 11) -> dict:
     return json.loads(project.cli("watch", "--base", NAME, *args, "--json", expect=expect).output)
 
 
@@ -50,7 +50,7 @@ def test_watch_lists_newer_releases_in_pep440_order(project, index):
     ]
     yanked = watch_json(project, "--yanked")["releases"]
     assert [(r["version"], r["yanked"]) for r in yanked][1:3] == [("9.10.0", False), ("9.10.1", True)]
-    out = project.cli("watch", "--base", NAME, "--since", "9.10.0", expect=10).output.splitlines()
+    out = project.cli("watch", "--base", NAME, "--since", "9.10.0", expect=11).output.splitlines()
     assert out == [
         "9.12.0: not pinned",
         "watch: 1 release(s) newer than 9.10.0 (9.10.0): 9.12.0",
@@ -101,7 +101,7 @@ def test_watch_with_no_newer_release_exits_0(project, index, releases):
 def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, releases):
     make_two_patches(project)
     bases_before = (project.root / "bases.toml").read_bytes()
-    res = project.cli("watch", "--base", NAME, "--report", expect=10)
+    res = project.cli("watch", "--base", NAME, "--report", expect=11)
     drift = project.root / "build" / "drift"
     line = (
         f"{NEXT_VERSION}: 2 patches: 0 exact, 1 offset/fuzz, 0 3-way, 1 conflict, 0 likely obsolete, "
@@ -129,7 +129,7 @@ def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, 
     assert not list((project.root / "build").glob(".drift-port-*"))
     assert json.loads((drift / "watch.json").read_text())["releases"][0]["pin"] == "added"
     # --write pins into bases.toml itself
-    project.cli("watch", "--base", NAME, "--report", "--write", expect=10)
+    project.cli("watch", "--base", NAME, "--report", "--write", expect=11)
     assert set(tomllib.loads((project.root / "bases.toml").read_text())) == {NAME, NEXT}
     assert (project.root / "bases.toml").read_bytes().startswith(bases_before)
 

@@ -1,0 +1,73 @@
+"""What every ``tkv-seam`` command shares: the run's context and the common options.
+
+Paths given on the command line are made absolute here, once (``git -C`` and the lock
+files then never see a relative path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from .bases import default_cache_dir, get_base, load_bases
+from .progress import QUIET, StderrProgress
+
+DEFAULT_BASE = "v0.31.0"
+
+
+def absolute(path: Path | str) -> Path:
+    """``path`` made absolute and normalised, symlinks left as they are."""
+    return Path(os.path.abspath(path))
+
+
+class Context:
+    def __init__(self, root: Path, bases: Path | None, cache: Path | None, quiet: bool):
+        self.root = root.resolve()
+        self.bases_file = absolute(bases) if bases else self.root / "bases.toml"
+        self.cache = absolute(cache or default_cache_dir())
+        self.progress = QUIET if quiet else StderrProgress()
+        self.as_json = False  # set by --json: the error boundary then prints a JSON object too
+
+    def base(self, name: str, hint: str = "make apply BASE={}", avoid: str | None = None):
+        """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name."""
+        return get_base(load_bases(self.bases_file), name, hint, avoid)
+
+    def tree(self, tree: str | None, base: str) -> Path:
+        return absolute(tree) if tree else self.root / "build" / f"vllm-{base}"
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def emit_json(data) -> None:
+    click.echo(json.dumps(data, indent=1, sort_keys=True))
+
+
+def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
+    obj = ctx.find_object(Context)
+    if obj is not None and value:
+        obj.as_json = True
+    return value
+
+
+base_option = click.option(
+    "--base",
+    "base_name",
+    default=lambda: os.environ.get("BASE", DEFAULT_BASE),
+    show_default=DEFAULT_BASE,
+    help="Known base name (see `tkv-seam bases`).",
+)
+tree_option = click.option("--tree", default=None, help="Work tree [default: build/vllm-<base>].")
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    callback=_remember_json,
+    help="Print the result as JSON on stdout (on failure: ok, error, hint, exit_code).",
+)
+force_option = click.option(
+    "--force", is_flag=True, help="Override the refusal (lists and keeps what it drops)."
+)
