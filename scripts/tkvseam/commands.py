@@ -125,14 +125,15 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
 
 
 @main.command()
+@base_option
 @json_option
 @pass_ctx
 @handle_errors
-def lint(ctx: Context, as_json):
-    """Check series and patches/: agreement, parsing, header fields, paths, markers."""
+def lint(ctx: Context, base_name, as_json):
+    """Check the base's queue (series + patches): agreement, parsing, header fields, paths, markers."""
     from .lint import lint as do_lint
 
-    problems = do_lint(ctx.root)
+    problems = do_lint(ctx.root, ctx.base(base_name).queue)
     if as_json:
         emit_json({"ok": not problems, "problems": [p.to_json() for p in problems]})
     else:
@@ -353,7 +354,7 @@ def stylecheck(ctx: Context, base_name, tree, ruff):
     """Run vLLM's style gate (ruff check + format, the tree's pyproject) on every patched .py file."""
     from .stylecheck import stylecheck as run_stylecheck
 
-    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ruff)
+    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ruff, ctx.base(base_name).queue)
     for p in problems:
         click.echo(p, err=True)
     click.echo(f"stylecheck: {len(problems)} problem(s)" if problems else "stylecheck: ok")

@@ -23,8 +23,8 @@ from . import git
 from .apply import BASE_TAG, AppliedPatch, ApplyResult, _write_state, inputs_digest, read_state
 from .bases import Base
 from .errors import RefusedError, SeamError
-from .patch import parse_text
-from .series import Series, patch_filename, read_series, write_series
+from .patch import Header, parse_text
+from .series import Queue, Series, patch_filename, read_series, write_series
 
 FORMAT_PATCH_ARGS = (
     "format-patch",
@@ -66,27 +66,76 @@ def commits_after_base(tree: Path, base_commit: str) -> list[str]:
     return out.split() if out else []
 
 
-def refresh(root: Path, base: Base, tree: Path, force: bool = False) -> list[Exported]:
-    """Export the tree's commits to ``root``'s patches and series; refuse to lose work."""
-    state = read_state(tree)
-    if state is None:
-        raise SeamError(f"{tree} is not a tree made by tkv-seam apply", hint="make apply")
-    dirty = git.status_porcelain(tree)
-    if dirty:
+def keep_header(text: str, old: Header | None) -> tuple[str, list[str]]:
+    """``text`` with the header fields of ``old`` (same patch) that its commit message lost put back.
+
+    A commit made by hand (a resolved port, ``git commit -m``) may carry a shorter message
+    than the patch it came from; the patch's Verdict, Reason, Depends-on, Tests... stay.
+    """
+    if old is None:
+        return text, []
+    new = parse_text(text, "export").header
+    missing = [(k, v) for k in old.trailers if not new.get(k) for v in old.trailers[k]]
+    if not missing:
+        return text, []
+    idx = text.find("\ndiff --git ") + 1
+    head, diff = text[:idx].rstrip("\n"), text[idx:]
+    sep = "\n" if new.trailers else "\n\n"
+    head += sep + "\n".join(f"{k}: {v}" for k, v in missing) + "\n\n"
+    return head + diff, sorted({k for k, _ in missing})
+
+
+def write_queue(
+    root: Path, queue: Queue, texts: dict[str, str], order: list[str], force: bool = False, again: str = ""
+) -> list[Exported]:
+    """Write ``texts`` as the queue at ``queue`` (and only there); refuse to delete a patch unless ``force``.
+
+    Every patch keeps the header fields of the patch with the same slug already in the queue.
+    """
+    old = read_series(root, queue) if (root / queue.series).exists() else Series(root, [], queue)
+    old_headers = {}
+    for name in old.names:
+        if old.path(name).exists():
+            header = parse_text(old.path(name).read_text(), name).header
+            old_headers[header.slug] = header
+    gone = [n for n in old.names if n not in texts and old.path(n).exists()]
+    if gone and not force:
+        listing = "\n".join(f"    {old.path(n).relative_to(root)}" for n in gone)
         raise RefusedError(
-            f"{tree} has uncommitted changes ({len(dirty)} paths); refresh exports commits only",
-            hint=f"commit them (git -C {tree} commit -a) or stash them, then `make refresh`",
+            f"refresh would delete {len(gone)} patch(es) of {queue.series} that the tree has no commit for:\n"
+            + listing,
+            hint="keep them: add their commits back to the tree; delete them: "
+            + (again or "run it again with --force"),
         )
-    series = read_series(root)
-    if not force and inputs_digest(base, state["source"], series) != state["digest"]:
-        raise RefusedError(
-            "patches/ or series changed since the tree was applied; refresh would overwrite those edits",
-            hint="keep the patch edits: `make apply FORCE=1` (drops tree commits); "
-            "keep the tree commits: `make refresh FORCE=1`",
-        )
+    report: list[Exported] = []
+    patches = old.patches_dir
+    patches.mkdir(parents=True, exist_ok=True)
+    for name in order:
+        text, kept = keep_header(texts[name], old_headers.get(parse_text(texts[name], name).header.slug))
+        path = patches / name
+        data = text.encode("utf-8")
+        if path.exists() and path.read_bytes() == data:
+            report.append(Exported(name, "unchanged"))
+            continue
+        status = "updated" if path.exists() else "added"
+        report.append(Exported(name, status + (f" (kept {', '.join(kept)})" if kept else "")))
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=patches)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    for name in gone:
+        old.path(name).unlink()
+        report.append(Exported(name, "removed"))
+    if old.names != order or not old.file.exists():
+        write_series(root, order, queue)
+    return report
+
+
+def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str]]:
+    """Canonical patch text per commit after ``base_commit``, named by position and slug."""
     texts: dict[str, str] = {}
     order: list[str] = []
-    for k, commit in enumerate(commits_after_base(tree, state["base_commit"]), 1):
+    for k, commit in enumerate(commits_after_base(tree, base_commit), 1):
         text = format_commit(tree, commit)
         header = parse_text(text, f"commit {commit[:12]}").header
         name = patch_filename(k, header.slug)
@@ -94,27 +143,39 @@ def refresh(root: Path, base: Base, tree: Path, force: bool = False) -> list[Exp
             raise SeamError(f"two commits export to {name}: give them different subjects")
         texts[name] = text
         order.append(name)
-    report: list[Exported] = []
-    patches = series.patches_dir
-    patches.mkdir(exist_ok=True)
-    for name in order:
-        path = patches / name
-        data = texts[name].encode("utf-8")
-        if path.exists() and path.read_bytes() == data:
-            report.append(Exported(name, "unchanged"))
-            continue
-        report.append(Exported(name, "updated" if path.exists() else "added"))
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=patches)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    for name in series.names:
-        if name not in texts and (patches / name).exists():
-            (patches / name).unlink()
-            report.append(Exported(name, "removed"))
-    if series.names != order:
-        write_series(root, order)
-    new_series = Series(root, order)
+    return texts, order
+
+
+def refresh(root: Path, base: Base, tree: Path, force: bool = False) -> list[Exported]:
+    """Export the tree's commits to ``base``'s own queue (bases.toml); refuse to lose work."""
+    state = read_state(tree)
+    if state is None:
+        raise SeamError(f"{tree} is not a tree made by tkv-seam apply", hint="make apply")
+    if state.get("base") != base.name:
+        raise RefusedError(
+            f"{tree} was applied on {state.get('base')}, not {base.name}: refresh would write "
+            f"{state.get('base')}'s patches into {base.name}'s queue ({base.queue.series})",
+            hint=f"tkv-seam refresh --base {state.get('base')} --tree {tree}",
+        )
+    dirty = git.status_porcelain(tree)
+    if dirty:
+        raise RefusedError(
+            f"{tree} has uncommitted changes ({len(dirty)} paths); refresh exports commits only",
+            hint=f"commit them (git -C {tree} commit -a) or stash them, then `make refresh BASE={base.name}`",
+        )
+    series = read_series(root, base.queue, base.name)
+    if not force and inputs_digest(base, state["source"], series) != state["digest"]:
+        raise RefusedError(
+            f"{base.queue.patches}/ or {base.queue.series} changed since the tree was applied; "
+            "refresh would overwrite those edits",
+            hint=f"keep the patch edits: `make apply BASE={base.name} FORCE=1` (drops tree commits); "
+            f"keep the tree commits: `make refresh BASE={base.name} FORCE=1`",
+        )
+    texts, order = export_texts(tree, state["base_commit"])
+    report = write_queue(
+        root, base.queue, texts, order, force, again=f"make refresh BASE={base.name} FORCE=1"
+    )
+    new_series = read_series(root, base.queue)
     applied = [
         AppliedPatch(n, c, git.out(tree, "diff-tree", "--no-commit-id", "--name-only", "-r", c).split())
         for n, c in zip(order, commits_after_base(tree, state["base_commit"]))

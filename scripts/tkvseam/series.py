@@ -1,9 +1,13 @@
-"""The ``series`` file (quilt's: one patch name per line, top level) and ``patches/``."""
+"""A queue: its ``series`` file (quilt's: one patch name per line) and its patch directory.
+
+Every base has its own queue; ``bases.toml`` says where (``queue = { series, patches }``).
+The v0.31.0 queue is quilt's default layout: ``series`` and ``patches/`` at the top level.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SeamError
@@ -13,14 +17,35 @@ SERIES = "series"
 PATCHES = "patches"
 
 
+@dataclass(frozen=True)
+class Queue:
+    """Where one base's queue lives, relative to the project root (QUILT_SERIES, QUILT_PATCHES)."""
+
+    series: str = SERIES
+    patches: str = PATCHES
+
+    @classmethod
+    def for_base(cls, name: str) -> Queue:
+        """The layout of a base without a ``queue`` key: ``patches/<base>/`` holding its own series."""
+        return cls(f"{PATCHES}/{name}/{SERIES}", f"{PATCHES}/{name}")
+
+
+DEFAULT_QUEUE = Queue()
+
+
 @dataclass
 class Series:
     root: Path
     names: list[str]
+    queue: Queue = field(default=DEFAULT_QUEUE)
 
     @property
     def patches_dir(self) -> Path:
-        return self.root / PATCHES
+        return self.root / self.queue.patches
+
+    @property
+    def file(self) -> Path:
+        return self.root / self.queue.series
 
     def path(self, name: str) -> Path:
         return self.patches_dir / name
@@ -56,15 +81,23 @@ def parse_series_text(text: str) -> list[str]:
     return names
 
 
-def read_series(root: Path) -> Series:
-    path = root / SERIES
+def read_series(root: Path, queue: Queue = DEFAULT_QUEUE, base: str | None = None) -> Series:
+    """The queue at ``queue`` (default: the top-level v0.31.0 queue)."""
+    path = root / queue.series
     if not path.exists():
-        raise SeamError(f"no {SERIES} file in {root}", hint="create it (one patch name per line)")
-    return Series(root, parse_series_text(path.read_text()))
+        if base is not None and queue != DEFAULT_QUEUE:
+            raise SeamError(
+                f"{base} has no queue yet: no {queue.series} (bases.toml: queue of {base})",
+                hint=f"tkv-seam port --to {base} --report   (then `tkv-seam port --to {base}`)",
+            )
+        raise SeamError(f"no {queue.series} file in {root}", hint="create it (one patch name per line)")
+    return Series(root, parse_series_text(path.read_text()), queue)
 
 
-def write_series(root: Path, names: list[str]) -> None:
-    (root / SERIES).write_text("".join(f"{n}\n" for n in names))
+def write_series(root: Path, names: list[str], queue: Queue = DEFAULT_QUEUE) -> None:
+    path = root / queue.series
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{n}\n" for n in names))
 
 
 def patch_filename(index: int, slug: str) -> str:

@@ -119,11 +119,19 @@ def bases_toml(
     commit: str | None = None,
     name: str = NAME,
     version: str = VERSION,
+    queue: str | None = None,
 ) -> str:
+    """A bases.toml entry; ``queue``: the base's queue directory (default: the top-level queue)."""
+    where = (
+        f'{{ series = "{queue}/series", patches = "{queue}" }}'
+        if queue
+        else '{ series = "series", patches = "patches" }'
+    )
     return f"""
 ["{name}"]
 version = "{version}"
 tag = "{name}"
+queue = {where}
 commit_prefixes = ["{(commit or up.commit)[:9]}", "{(commit or up.commit)[:12]}"]
 sdist = {{ filename = "{up.tarball.name}", size = {up.size}, sha256 = "{sha256 or up.sha256}" }}
 image = {{ name = "example/vllm:{NAME}", revision_prefix = "{up.commit[:12]}" }}
