@@ -125,15 +125,16 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
 
 
 @main.command()
-@base_option
+@click.option("--base", "base_name", default=None, help="Lint this base's queue [default: the top-level one].")
 @json_option
 @pass_ctx
 @handle_errors
 def lint(ctx: Context, base_name, as_json):
-    """Check the base's queue (series + patches): agreement, parsing, header fields, paths, markers."""
+    """Check a queue (series + patches): agreement, parsing, header fields, paths, markers."""
     from .lint import lint as do_lint
+    from .series import DEFAULT_QUEUE
 
-    problems = do_lint(ctx.root, ctx.base(base_name).queue)
+    problems = do_lint(ctx.root, ctx.base(base_name).queue if base_name else DEFAULT_QUEUE)
     if as_json:
         emit_json({"ok": not problems, "problems": [p.to_json() for p in problems]})
     else:
