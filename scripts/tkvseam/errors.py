@@ -14,6 +14,9 @@ Exit codes (also in README.md):
 7     Docker engine unreachable or image build failed
 8     network or download failure
 9     tests failed (seam test runs)
+10    port stopped, needs you: a patch did not apply onto the new base (resolve
+      and ``port --continue``, or ``--skip``); ``port --report``: some patch
+      did not apply
 ====  ==========================================================================
 """
 
@@ -29,6 +32,7 @@ EXIT_LINT = 6
 EXIT_DOCKER = 7
 EXIT_NETWORK = 8
 EXIT_TESTS = 9
+EXIT_PORT = 10
 
 
 class SeamError(Exception):
@@ -71,3 +75,7 @@ class DockerError(SeamError):
 
 class NetworkError(SeamError):
     exit_code = EXIT_NETWORK
+
+
+class PortStopped(SeamError):
+    exit_code = EXIT_PORT

@@ -323,7 +323,8 @@ class Placement:
             lineno, want, have = self.mismatch
             out.append(f"  line {lineno}: expected {want!r}")
             out.append(
-                f"  {' ' * len(str(lineno))}       found    " + (repr(have) if have is not None else "end of file")
+                f"  {' ' * len(str(lineno))}       found    "
+                + (repr(have) if have is not None else "end of file")
             )
         if self.kind == "offset":
             out.append(
@@ -361,9 +362,7 @@ def _matches(lines: list[str], src: list[str], pos: int, top: int, bottom: int) 
     return lines[pos + top : pos + n - bottom] == src[top : n - bottom]
 
 
-def _diagnose(
-    lines: list[str], hunk, start: int | None = None, floor: int = 0, shift: int = 0
-) -> Placement:
+def _diagnose(lines: list[str], hunk, start: int | None = None, floor: int = 0, shift: int = 0) -> Placement:
     """Where GNU patch (default fuzz 2) would place ``hunk`` in ``lines``, searched over the whole file.
 
     Follows patch's ``locate_hunk``: fuzz 0, 1, 2 in turn; at each, positions from the
@@ -433,7 +432,10 @@ def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | Non
         head = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
         if start < pos:
             raise ApplyError(f"{patch.name}: {fc.path}: hunk {i} ({head}) overlaps the hunk before it")
-        if lines[start : start + len(src)] != src:
+        prefix, suffix = hunk_context(hunk)
+        if lines[start : start + len(src)] != src or (
+            suffix < prefix and src and start + len(src) != len(lines)
+        ):
             raise ApplyError(
                 f"{patch.name}: {fc.path}: hunk {i} ({head}) does not apply at line {start + 1}:\n"
                 + _diagnose(lines, hunk, start, floor=pos).explain(),

@@ -7,6 +7,7 @@ with the release tag, and a bases.toml pinning both.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -163,9 +164,9 @@ class _Index(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def index(releases, monkeypatch):
-    """A PEP 691 Simple API on 127.0.0.1 serving the synthetic sdists; yields the handler class."""
+@contextlib.contextmanager
+def serve_index(releases, monkeypatch):
+    """A PEP 691 Simple API on 127.0.0.1 serving the sdists of ``releases``; yields the handler class."""
     handler = type("Index", (_Index,), {"files": {}, "listing": {}, "requests": []})
     handler.listing = {"name": "vllm", "files": []}
     for up in releases.values():
@@ -188,6 +189,13 @@ def index(releases, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def index(releases, monkeypatch):
+    """The synthetic sdists served by a local PEP 691 index."""
+    with serve_index(releases, monkeypatch) as handler:
+        yield handler
 
 
 @dataclass
