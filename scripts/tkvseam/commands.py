@@ -114,13 +114,14 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
     """Export the tree's commits after the base back to patches/ and series."""
     from .export import refresh as do_refresh
 
-    report = do_refresh(ctx.root, ctx.base(base_name), ctx.tree(tree, base_name), force=force)
+    base = ctx.base(base_name)
+    report = do_refresh(ctx.root, base, ctx.tree(tree, base_name), force=force)
     if as_json:
         emit_json([vars(r) for r in report])
         return
     changed = [r for r in report if r.status != "unchanged"]
     for r in changed:
-        click.echo(f"{r.status:9} patches/{r.name}")
+        click.echo(f"{r.status:9} {base.queue.patches}/{r.name}")
     click.echo(f"{len(report) - len(changed)} unchanged, {len(changed)} changed")
 
 
@@ -446,6 +447,33 @@ def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, 
     click.echo(f"run:  docker run --gpus all -p 8000:8000 {result.tag} <model> --kv-cache-dtype tkv")
 
 
+# --------------------------------------------------------------------------- drift
+
+
+@main.command()
+@json_option
+@pass_ctx
+@handle_errors
+def drift(ctx: Context, as_json):
+    """Per patch: how its version on each base differs from the previous base's, and the matrix."""
+    from .bases import load_bases
+    from .drift import drift as do_drift
+    from .drift import matrix
+
+    names, rows = do_drift(ctx.root, load_bases(ctx.bases_file))
+    if as_json:
+        emit_json({"bases": names, "rows": [vars(r) for r in rows], "matrix": matrix(names, rows)})
+        return
+    for row in rows:
+        click.echo(row.slug)
+        for name in names:
+            click.echo(
+                f"    {name:10} {row.cells.get(name) or 'no queue'}"
+                + (f"  ({row.names[name]})" if name in row.names else "")
+            )
+    click.echo("\n" + matrix(names, rows))
+
+
 # --------------------------------------------------------------------------- port
 
 
@@ -615,7 +643,8 @@ def _echo_finished(done, to_base, as_json) -> None:
         click.echo(prob, err=True)
     skipped = [d for d in done.state.done if d["status"] == "skipped"]
     click.echo(
-        f"port -> {to_base.name} finished: {len(done.exported) - 0} patches in {to_base.queue.series}, "
+        f"port -> {to_base.name} finished: {sum(e.status != 'removed' for e in done.exported)} patches in "
+        f"{to_base.queue.series}, "
         f"{len(skipped)} skipped (see {to_base.queue.patches}/PORT.md); "
         + ("lint + style gate: ok" if not done.problems else f"{len(done.problems)} problem(s)")
     )

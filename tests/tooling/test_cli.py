@@ -67,3 +67,18 @@ def test_image_without_a_docker_engine_fails_with_one_clear_line(project, monkey
         f"Error: no Docker engine reachable at unix://{tmp_path}/no-such.sock: start dockerd or set "
         "DOCKER_HOST (README.md, 'Docker image')"
     ]
+
+
+def test_refresh_keeps_header_fields_a_hand_made_commit_lost(project):
+    make_two_patches(project)
+    from tkvseam import git
+
+    git.run(project.tree, "commit", "-q", "--amend", "-m", "add-mul: add mul()\n\nAdds mul(), reworded.\n")
+    out = project.refresh().output
+    assert "updated (kept Depends-on, Reason, Tests, Verdict) patches/0002-add-mul.patch" in out
+    text = (project.root / "patches/0002-add-mul.patch").read_text()
+    assert (
+        "Adds mul(), reworded.\n\nVerdict: still needed\nReason: upstream lacks it\nDepends-on: cache-tweak\n"
+        in text
+    )
+    assert "lint: ok" in project.cli("lint").output

@@ -340,6 +340,20 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
     # the new queue applies on its base
     out = json.loads(pproject.cli("apply", "--base", NEXT, "--json").output)
     assert len(out["patches"]) == 7
+    # drift: each patch's version on NEXT against NAME's
+    drift = json.loads(pproject.cli("drift", "--json").output)
+    cells = {r["slug"]: r["cells"][NEXT] for r in drift["rows"]}
+    assert cells == {
+        "add-mul": "re-expressed",
+        "use-mul": "same hunks",
+        "test-more": "same hunks",  # line numbers moved, lines the same
+        "fuzz-far": "context only",  # upstream's line 150 is in its context now
+        "tail-append": "same hunks",
+        "register": "absent",
+        "old-mod": "re-expressed",  # another file
+        "seam-tests": "same hunks",
+    }
+    assert "| register | carried | absent |" in drift["matrix"]
 
 
 def test_skip_needs_a_reason(pproject):
