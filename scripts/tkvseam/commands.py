@@ -541,6 +541,7 @@ def port(ctx: Context, base_name, to_name, tree, mode, verdict, reason, force, a
             click.echo(
                 f"port {base_name} -> {to_name}: {sm['applied']} of {sm['patches']} patches apply; "
                 + ", ".join(f"{v} {k}" for k, v in sorted(sm["by_status"].items()))
+                + f" ({sm['blocked_but_apply_on_their_own']} of the blocked apply on their own)"
             )
         if not all(r.applied for r in reports):
             sys.exit(EXIT_PORT)
