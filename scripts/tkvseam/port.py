@@ -766,14 +766,13 @@ def _stop_message(state: PortState, r: PatchReport) -> str:
     for e in r.obsolete:
         lines.append(f"  likely obsolete: {e}")
     for f in r.files:
-        if f.status not in APPLIED:
-            lines.append(f"  {f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
-    for h in r.hunks:
-        if h.kind != "exact":
-            lines.append(
-                f"    hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}"
-                + (f"; {h.note}" if h.note else "")
-            )
+        if f.status in APPLIED:
+            continue
+        lines.append(f"  {f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
+        for h in r.hunks:
+            if h.file in (f.path, f.moved_to) and h.kind != "exact":
+                note = f"; {h.note}" if h.note else ""
+                lines.append(f"    hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}{note}")
     return "\n".join(lines)
 
 
