@@ -348,17 +348,20 @@ def _retry_moved(tree: Path, fc, rows: list[HunkReport], moves: dict[str, list[s
     for row, hunk in zip(rows, fc.pfile):
         if row.kind != "fails":
             continue
-        for dest in moves.get(fc.old or fc.path, []):
-            moved = _read(tree, dest)
-            if moved is None:
-                continue
-            pl = _diagnose(moved, hunk, start=0)
+        dests = [d for d in moves.get(fc.old or fc.path, []) if (tree / d).is_file()]
+        for dest in dests:
+            pl = _diagnose(_read(tree, dest) or [], hunk, start=0)
             if pl.line is not None:
                 how = "exact lines" if not pl.fuzz else f"fuzz {pl.fuzz}"
                 row.note = (
                     f"moved to {dest}:{pl.line} ({how}; git diff -M -C: content of {fc.path} went there)"
                 )
                 break
+        else:
+            if dests:
+                row.note = (
+                    f"not in {', '.join(dests)} either (where git diff -M -C sees {fc.path}'s content go)"
+                )
 
 
 def _resolve_ours(tree: Path, paths: list[str]) -> None:
@@ -479,7 +482,7 @@ def _decide(report: PatchReport, patch: Patch, by_slug: dict[str, PatchReport], 
         report.status = "likely obsolete"
     elif deps:
         report.status = "blocked"
-        report.blocked_by = [by_slug[d].name[:4] for d in deps]
+        report.blocked_by = _root_causes(deps, by_slug)
         report.note = f"Depends-on {', '.join(deps)} did not apply; on its own: {report.own}"
     elif bad and not code_bad:
         culprits = test_deps or [
@@ -489,6 +492,18 @@ def _decide(report: PatchReport, patch: Patch, by_slug: dict[str, PatchReport], 
             report.status = "blocked"
             report.blocked_by = sorted({by_slug[s].name[:4] for s in culprits})
             report.note = "test file only: " + ", ".join(f.path for f in bad)
+
+
+def _root_causes(deps: list[str], by_slug: dict[str, PatchReport]) -> list[str]:
+    """The patches that failed themselves: a dependency that applied but was blocked passes on its causes."""
+    causes: set[str] = set()
+    for d in deps:
+        dep = by_slug[d]
+        if dep.status == "blocked" and dep.own in APPLIED and dep.blocked_by:
+            causes.update(dep.blocked_by)
+        else:
+            causes.add(dep.name[:4])
+    return sorted(causes)
 
 
 def _draft_verdict(r: PatchReport, reason: str) -> None:
@@ -534,8 +549,13 @@ def _try_patch(tree: Path, patch: Patch, moves, by_slug, failed_tests, progress)
             if row.kind != "exact" and fc.kind == "modify":
                 moved = next((f.moved_to for f in report.files if f.path == fc.path and f.moved_to), None)
                 row.upstream = upstream_region(tree, fc.old or fc.path, moved or fc.path, hunk)
-    _draft_verdict(report, " ".join(patch.header.get("Reason"))[:200])
+    _draft_verdict(report, _first_sentence(" ".join(patch.header.get("Reason"))))
     return report
+
+
+def _first_sentence(text: str, limit: int = 120) -> str:
+    first = re.split(r"(?<=[.;])\s", text, maxsplit=1)[0].rstrip(".;")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 def _by_file(patch: Patch, rows: list[HunkReport]):
@@ -583,7 +603,12 @@ def summary(reports: list[PatchReport]) -> dict:
     counts: dict[str, int] = {}
     for r in reports:
         counts[r.status] = counts.get(r.status, 0) + 1
-    return {"patches": len(reports), "applied": sum(r.applied for r in reports), "by_status": counts}
+    return {
+        "patches": len(reports),
+        "applied": sum(r.applied for r in reports),
+        "blocked_but_apply_on_their_own": sum(r.status == "blocked" and r.own in APPLIED for r in reports),
+        "by_status": counts,
+    }
 
 
 def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> str:
@@ -601,7 +626,7 @@ def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> s
             f"| {cell('; '.join(r.obsolete) or r.status)} |"
         )
         for h in r.hunks:
-            if h.kind == "exact" and not h.note and r.status in APPLIED:
+            if h.kind == "exact" and not h.note:
                 continue
             verdict = {
                 "exact": "still needed",

@@ -386,3 +386,15 @@ def test_finish_refuses_before_every_patch_is_through(pproject):
 def test_refresh_refuses_a_tree_of_another_base(pproject):
     err = pproject.cli("refresh", "--base", NEXT, "--tree", str(pproject.tree), expect=5).stderr
     assert f"was applied on {NAME}, not {NEXT}" in err
+
+
+def test_blocked_by_names_the_root_cause_not_the_chain():
+    from tkvseam.port import PatchReport, _root_causes
+
+    by_slug = {
+        "slot": PatchReport("0002-slot.patch", "slot", status="conflict", own="conflict"),
+        "cuda": PatchReport("0003-cuda.patch", "cuda", status="blocked", own="exact", blocked_by=["0002"]),
+        "gone": PatchReport("0005-gone.patch", "gone", status="blocked", own="conflict", blocked_by=["0002"]),
+    }
+    assert _root_causes(["cuda"], by_slug) == ["0002"]  # applies itself: its cause is the cause
+    assert _root_causes(["cuda", "gone"], by_slug) == ["0002", "0005"]  # fails itself: a cause too
