@@ -337,6 +337,11 @@ class Placement:
         elif self.kind == "fuzz":
             where = f" at line {self.line} (offset {self.delta:+d})" if self.delta else ""
             out.append(f"  the hunk would need fuzz {self.fuzz}{where}: strict mode refuses fuzz")
+        elif self.kind == "fails" and self.mismatch is None:
+            out.append(
+                "  the hunk's lines are there, but the hunk ends the file (no context after it) "
+                "and the file goes on: patch and git apply refuse it too"
+            )
         elif self.kind == "fails":
             out.append("  the hunk's lines are not found in the file")
         return "\n".join(out)
