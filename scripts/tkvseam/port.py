@@ -614,7 +614,7 @@ def summary(reports: list[PatchReport]) -> dict:
 def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> str:
     """The draft verdict table in the seed's format (per patch and per hunk), as Markdown."""
     out = [
-        f"### Per-hunk review against {to_name} (draft, from `tkv-seam port --from {from_name} --report`)",
+        f"### Per-hunk review against {to_name} (draft: `tkv-seam port --base {from_name} --to {to_name} --report`)",
         "",
         "| file / hunk | what it does | verdict | reason | evidence |",
         "|---|---|---|---|---|",
