@@ -548,6 +548,8 @@ def _try_patch(tree: Path, patch: Patch, moves, by_slug, failed_tests, progress)
         for row, hunk in zip(h_rows, fc.pfile):
             if row.kind != "exact" and fc.kind == "modify":
                 moved = next((f.moved_to for f in report.files if f.path == fc.path and f.moved_to), None)
+                if moved is None and row.note.startswith(("moved to", "not in")):
+                    moved = moves[fc.old or fc.path][0]  # the region is compared with where it went
                 row.upstream = upstream_region(tree, fc.old or fc.path, moved or fc.path, hunk)
     _draft_verdict(report, _first_sentence(" ".join(patch.header.get("Reason"))))
     return report

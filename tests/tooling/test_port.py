@@ -340,6 +340,11 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
     # the new queue applies on its base
     out = json.loads(pproject.cli("apply", "--base", NEXT, "--json").output)
     assert len(out["patches"]) == 7
+    # refresh --base NEXT round-trips NEXT's queue and writes nothing else
+    assert {r["status"] for r in json.loads(pproject.cli("refresh", "--base", NEXT, "--json").output)} == {
+        "unchanged"
+    }
+    assert (pproject.root / "series").read_bytes() == series
     # drift: each patch's version on NEXT against NAME's
     drift = json.loads(pproject.cli("drift", "--json").output)
     cells = {r["slug"]: r["cells"][NEXT] for r in drift["rows"]}
