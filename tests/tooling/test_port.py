@@ -18,6 +18,7 @@ One synthetic pair of releases holds every case:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -336,6 +337,16 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
     # finish wrote only the new base's queue
     assert {p.name: p.read_bytes() for p in (pproject.root / "patches").glob("*") if p.is_file()} == top
     assert (pproject.root / "series").read_bytes() == series
+    if shutil.which("quilt"):  # the new queue is a quilt queue too (absolute QUILT_SERIES: README)
+        pristine = pproject.root / "build" / "quilt"
+        pristine.mkdir()
+        archive = git.run(pproject.root / "build" / f"port-{NEXT}", "archive", "tkv-seam-base").stdout
+        subprocess.run(["tar", "-x", "-C", str(pristine)], input=archive, check=True)
+        env = {**os.environ, "QUILT_PATCHES": str(queue), "QUILT_SERIES": str(queue / "series")}
+        proc = subprocess.run(
+            ["quilt", "push", "-a", "--fuzz=0"], cwd=pristine, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0 and "Now at patch" in proc.stdout, proc.stdout + proc.stderr
     assert sorted(p.name for p in (pproject.root / "patches").iterdir() if p.is_dir()) == [NEXT]
     # the new queue applies on its base
     out = json.loads(pproject.cli("apply", "--base", NEXT, "--json").output)
