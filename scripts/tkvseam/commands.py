@@ -558,18 +558,18 @@ def port(ctx: Context, base_name, to_name, tree, mode, verdict, reason, force, a
         if done.problems:
             sys.exit(EXIT_LINT)
         return
+    # each raises PortStopped (exit 10) at the next patch needing you
     if mode == "continue":
-        state = p.resume(ctx.root, to_base, dest, verdict, reason, ctx.progress)
+        p.resume(ctx.root, to_base, dest, verdict, reason, ctx.progress)
     elif mode == "skip":
-        state = p.skip(ctx.root, to_base, dest, reason or "", verdict or "obsolete", ctx.progress)
+        p.skip(ctx.root, to_base, dest, reason or "", verdict or "obsolete", ctx.progress)
     else:
-        state = p.start(ctx.root, ctx.base(base_name), to_base, ctx.cache, dest, ctx.progress)
+        p.start(ctx.root, ctx.base(base_name), to_base, ctx.cache, dest, ctx.progress)
     # every patch is through: the last step writes the queue (as --finish)
     done = p.finish(ctx.root, to_base, dest, force)
     _echo_finished(done, to_base, as_json)
     if done.problems:
         sys.exit(EXIT_LINT)
-    del state
 
 
 def _echo_report(reports) -> None:
