@@ -38,10 +38,10 @@ $(VLLM_VENV)/.done: ci/lock-cpu.txt $(VENV)/.done
 
 venv-vllm: $(VLLM_VENV)/.done ## Test venv (.venv-vllm): vLLM 0.31.0 + CPU torch from ci/lock-cpu.txt
 
-apply: venv ## Fetch + verify BASE, apply the series strictly into build/vllm-BASE
+apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE
 	$(TOOL) apply --base $(BASE) $(FORCE_FLAG)
 
-refresh: venv ## Export the build tree's commits back to patches/ + series
+refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one
 	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
 
 lint: venv lint-code ## Lint series/patches, the tool's code, and the patched files (vLLM's ruff gate)
