@@ -18,7 +18,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
-        seam-full upstream plugin bench image port overlay overlay-restore venv venv-vllm clean \
+        seam-full upstream plugin bench image port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows
 
 help: ## Show this help
@@ -40,14 +40,14 @@ $(VLLM_VENV)/.done: ci/lock-cpu.txt $(VENV)/.done
 
 venv-vllm: $(VLLM_VENV)/.done ## Test venv (.venv-vllm): vLLM 0.31.0 + CPU torch from ci/lock-cpu.txt
 
-apply: venv ## Fetch + verify BASE, apply the series strictly into build/vllm-BASE
+apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE
 	$(TOOL) apply --base $(BASE) $(FORCE_FLAG)
 
-refresh: venv ## Export the build tree's commits back to patches/ + series
+refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one
 	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
 
-lint: venv lint-code lint-workflows ## Lint series/patches, the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate)
-	$(TOOL) lint
+lint: venv lint-code lint-workflows ## Lint a queue (BASE's), the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate)
+	$(TOOL) lint --base $(BASE)
 	$(MAKE) --no-print-directory lint-patches
 
 lint-code: venv
@@ -98,8 +98,15 @@ bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stoc
 image: apply ## Build the overlay image (Docker engine; BASE_IMAGE=, STAND_IN=1, TURBO_ATTN= pass through)
 	$(TOOL) image --base $(BASE)
 
-port: venv ## Forward-port report of the series onto TO (e.g. make port TO=v0.32.0)
-	$(TOOL) port --base $(BASE) --to $(TO)
+# make port TO=v0.33.0 [REPORT=1] [JSON=1] [CONTINUE=1] [SKIP='<reason>'] [VERDICT=...] [REASON=...]
+#           [STATUS=1] [ABORT=1] [FINISH=1] [FORCE=1]   (README.md, "Forward-port")
+PORT_MODE := $(if $(REPORT),--report,)$(if $(CONTINUE),--continue,)$(if $(SKIP),--skip --reason "$(SKIP)",)$(if $(STATUS),--status,)$(if $(ABORT),--abort,)$(if $(FINISH),--finish,)
+port: venv ## Forward-port BASE's queue onto TO: REPORT=1 one-shot report; else start/CONTINUE=1/SKIP=why/ABORT=1
+	$(TOOL) port --base $(BASE) --to $(TO) $(PORT_MODE) $(if $(VERDICT),--verdict "$(VERDICT)",) \
+	    $(if $(REASON),--reason "$(REASON)",) $(if $(JSON),--json,) $(FORCE_FLAG)
+
+drift: venv ## Per patch: how its version on each base differs from the previous base's; the matrix
+	$(TOOL) drift $(if $(JSON),--json,)
 
 pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0)
 	@test -n "$(VERSION)" || { echo "usage: make pin VERSION=0.34.0" >&2; exit 2; }

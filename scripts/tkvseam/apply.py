@@ -446,7 +446,7 @@ def apply_series(
 ) -> ApplyResult:
     """Make ``tree`` the base plus the series of ``root``; quick no-op when nothing changed."""
     started = time.monotonic()
-    series = read_series(root)
+    series = read_series(root, base.queue, base.name)  # the base's own queue (bases.toml)
     patches = series.load()  # every patch parses before anything is touched
     source = "git" if git_url else "sdist"
     digest = inputs_digest(base, source, series)

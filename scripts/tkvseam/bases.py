@@ -25,6 +25,7 @@ from . import git
 from .errors import NetworkError, SeamError, UsageError, VerifyError
 from .lock import locked
 from .progress import QUIET, Progress
+from .series import Queue
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 BASE_AUTHOR = "vLLM upstream <base@tkv-seam.invalid>"
@@ -56,6 +57,7 @@ class Base:
     sdist: Sdist
     image: Image
     project: str = "vllm"
+    queue: Queue = field(default_factory=Queue)  # where this base's series + patches live
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -103,6 +105,7 @@ def _base(name: str, entry: object, path: Path) -> Base:
             sdist=Sdist(**entry["sdist"]),
             image=Image(**entry["image"]),
             project=entry.get("project", "vllm"),
+            queue=Queue(**entry["queue"]) if "queue" in entry else Queue.for_base(name),
         )
     except KeyError as e:
         raise SeamError(
@@ -123,7 +126,23 @@ def load_bases(path: Path) -> dict[str, Base]:
         data = tomllib.loads(Path(path).read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise SeamError(f"cannot read bases file {path}: {e}", hint=f"git checkout -- {path}") from e
-    return {name: _base(name, entry, path) for name, entry in data.items()}
+    bases = {name: _base(name, entry, path) for name, entry in data.items()}
+    _check_queues(bases, path)
+    return bases
+
+
+def _check_queues(bases: dict[str, Base], path: Path) -> None:
+    """Each base's queue is its own: relative paths inside the project, no two bases sharing one."""
+    owner: dict[str, str] = {}
+    for name, b in bases.items():
+        for rel in (b.queue.series, b.queue.patches):
+            parts = Path(rel).parts
+            if Path(rel).is_absolute() or ".." in parts or not parts:
+                raise SeamError(f"{path}: queue of {name}: {rel!r} must be a path inside the project")
+        for rel in {b.queue.series, b.queue.patches}:
+            if rel in owner:
+                raise SeamError(f"{path}: {name} and {owner[rel]} share the queue path {rel!r}")
+            owner[rel] = name
 
 
 def get_base(

@@ -119,9 +119,10 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
     """Export the tree's commits after the base back to patches/ and series."""
     from .export import refresh as do_refresh
 
+    base = ctx.base(base_name, hint="make refresh BASE={}")
     report = do_refresh(
         ctx.root,
-        ctx.base(base_name, hint="make refresh BASE={}"),
+        base,
         ctx.tree(tree, base_name),
         force=force,
         progress=ctx.progress,
@@ -131,18 +132,22 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
         return
     changed = [r for r in report if r.status != "unchanged"]
     for r in changed:
-        click.echo(f"{r.status:9} patches/{r.name}")
+        click.echo(f"{r.status:9} {base.queue.patches}/{r.name}")
     click.echo(f"{len(report) - len(changed)} unchanged, {len(changed)} changed")
 
 
 @click.command()
+@click.option(
+    "--base", "base_name", default=None, help="Lint this base's queue [default: the top-level one]."
+)
 @json_option
 @pass_ctx
-def lint(ctx: Context, as_json):
-    """Check series and patches/: agreement, parsing, header fields, paths, markers."""
+def lint(ctx: Context, base_name, as_json):
+    """Check a queue (series + patches): agreement, parsing, header fields, paths, markers."""
     from .lint import lint as do_lint
+    from .series import DEFAULT_QUEUE
 
-    problems = do_lint(ctx.root)
+    problems = do_lint(ctx.root, ctx.base(base_name).queue if base_name else DEFAULT_QUEUE)
     if as_json:
         emit_json({"ok": not problems, "problems": [p.to_json() for p in problems]})
     else:
@@ -357,7 +362,7 @@ def stylecheck(ctx: Context, base_name, tree, ruff):
     """Run vLLM's style gate (ruff check + format, the tree's pyproject) on every patched .py file."""
     from .stylecheck import stylecheck as run_stylecheck
 
-    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ruff)
+    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ruff, ctx.base(base_name).queue)
     for p in problems:
         click.echo(p, err=True)
     click.echo(f"stylecheck: {len(problems)} problem(s)" if problems else "stylecheck: ok")
@@ -445,53 +450,211 @@ def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, 
     click.echo(f"run:  docker run --gpus all -p 8000:8000 {result.tag} <model> --kv-cache-dtype tkv")
 
 
+# --------------------------------------------------------------------------- drift
+
+
+@click.command()
+@json_option
+@pass_ctx
+def drift(ctx: Context, as_json):
+    """Per patch: how its version on each base differs from the previous base's, and the matrix."""
+    from .bases import load_bases
+    from .drift import drift as do_drift
+    from .drift import matrix
+
+    names, rows = do_drift(ctx.root, load_bases(ctx.bases_file))
+    if as_json:
+        emit_json({"bases": names, "rows": [vars(r) for r in rows], "matrix": matrix(names, rows)})
+        return
+    for row in rows:
+        click.echo(row.slug)
+        for name in names:
+            click.echo(
+                f"    {name:10} {row.cells.get(name) or 'no queue'}"
+                + (f"  ({row.names[name]})" if name in row.names else "")
+            )
+    click.echo("\n" + matrix(names, rows))
+
+
 # --------------------------------------------------------------------------- port
 
 
 @click.command()
-@base_option
+@click.option(
+    "--base",
+    "base_name",
+    default=lambda: os.environ.get("BASE", "v0.31.0"),
+    show_default="v0.31.0",
+    help="The base whose queue is ported.",
+)
 @click.option("--to", "to_name", required=True, help="The newer base to port onto (e.g. v0.32.0).")
 @click.option("--tree", default=None, help="Port tree [default: build/port-<to>].")
 @click.option(
-    "--stop", is_flag=True, help="Stop at the first conflict, leaving its markers for you to resolve."
+    "--report", "mode", flag_value="report", help="One-shot report of the whole queue; keeps nothing."
 )
+@click.option("--continue", "mode", flag_value="continue", help="Commit the staged resolution, go on.")
+@click.option("--skip", "mode", flag_value="skip", help="Leave the stopped patch out (needs --reason).")
+@click.option("--abort", "mode", flag_value="abort", help="Remove the port tree (nothing else was made).")
+@click.option("--status", "mode", flag_value="status", help="Where the port stands.")
+@click.option("--finish", "mode", flag_value="finish", help="Write the new base's queue, lint it.")
+@click.option("--verdict", default=None, help="--continue: Verdict line; --skip: obsolete or dropped.")
+@click.option("--reason", default=None, help="--continue: Reason line; --skip: why the patch goes.")
+@force_option
 @json_option
 @pass_ctx
-def port(ctx: Context, base_name, to_name, tree, stop, as_json):
-    """Forward-port report: apply the series onto a newer base, per patch and per hunk.
+def port(ctx: Context, base_name, to_name, tree, mode, verdict, reason, force, as_json):
+    """Forward-port the base's queue onto a newer base: a report, or a resumable port like git rebase.
 
-    The port tree is a tkv-seam tree: resolve conflicts there, commit, then
-    `tkv-seam refresh --base <to> --tree <port tree>` rewrites the patches.
+    \b
+    port --to B --report     per patch and hunk: placement, conflicts, blocked-by,
+                             likely obsolete, moves, upstream diff, draft verdicts
+    port --to B              start in build/port-B; stops at the first patch needing you
+    port --to B --continue   after resolving and `git add`: commit (the patch's message
+                             and author; edit Verdict/Reason in .git/tkv-seam-port-msg
+                             or pass --verdict/--reason), go on
+    port --to B --skip --reason WHY [--verdict obsolete|dropped]
+    port --to B --status | --abort | --finish [--force]
+
+    Exit 12 when the port stopped or the report has a patch that did not apply.
     """
-    from .port import port as do_port
+    from . import port as p
+    from .errors import EXIT_LINT, EXIT_PORT
 
-    dest = absolute(tree) if tree else ctx.root / "build" / f"port-{to_name}"
+    from .lock import locked, tree_lock_path
+
     from_base = ctx.base(base_name, hint=f"make port BASE={{}} TO={to_name}")
     to_base = ctx.base(to_name, hint=f"make port BASE={base_name} TO={{}}", avoid=base_name)
-    reports = do_port(ctx.root, from_base, to_base, ctx.cache, dest, stop, ctx.progress)
+    dest = absolute(tree) if tree else p.port_tree(ctx.root, to_name)
+    if mode == "report":
+        reports = p.report(ctx.root, from_base, to_base, ctx.cache, ctx.progress)
+        table = p.verdict_table(reports, base_name, to_name)
+        if as_json:
+            emit_json(
+                {
+                    "from": base_name,
+                    "to": to_name,
+                    "summary": p.summary(reports),
+                    "patches": [r.to_json() for r in reports],
+                    "verdict_table": table,
+                }
+            )
+        else:
+            _echo_report(reports)
+            click.echo("\n" + table)
+            sm = p.summary(reports)
+            click.echo(
+                f"port {base_name} -> {to_name}: {sm['applied']} of {sm['patches']} patches apply; "
+                + ", ".join(f"{v} {k}" for k, v in sorted(sm["by_status"].items()))
+                + f" ({sm['blocked_but_apply_on_their_own']} of the blocked apply on their own)"
+            )
+        if not all(r.applied for r in reports):
+            sys.exit(EXIT_PORT)
+        return
+    # one port run at a time on a port tree (start, continue, skip, abort, finish)
+    with locked(tree_lock_path(dest), str(dest), ctx.progress):
+        if mode == "abort":
+            click.echo(f"removed {p.abort(to_base, dest)}; no queue was written")
+            return
+        if mode == "status":
+            _echo_state(p.status(to_base, dest), as_json)
+            return
+        if mode == "finish":
+            done = p.finish(ctx.root, to_base, dest, force)
+            _echo_finished(done, to_base, as_json)
+            if done.problems:
+                sys.exit(EXIT_LINT)
+            return
+        # each raises PortStopped (exit 12) at the next patch needing you
+        if mode == "continue":
+            p.resume(ctx.root, to_base, dest, verdict, reason, ctx.progress)
+        elif mode == "skip":
+            p.skip(ctx.root, to_base, dest, reason or "", verdict or "obsolete", ctx.progress)
+        else:
+            p.start(ctx.root, from_base, to_base, ctx.cache, dest, ctx.progress)
+        # every patch is through: the last step writes the queue (as --finish)
+        done = p.finish(ctx.root, to_base, dest, force)
+        _echo_finished(done, to_base, as_json)
+        if done.problems:
+            sys.exit(EXIT_LINT)
+
+
+def _echo_report(reports) -> None:
+    for r in reports:
+        extra = f"  blocked by {', '.join(r.blocked_by)}" if r.blocked_by else ""
+        click.echo(f"{r.status:18} {r.name}{extra}")
+        if r.note:
+            click.echo(f"{'':21}{r.note}")
+        for e in r.obsolete:
+            click.echo(f"{'':21}evidence: {e}")
+        for f in r.files:
+            rows = [h for h in r.hunks if h.file in (f.path, f.moved_to) and (h.kind != "exact" or h.note)]
+            if f.status == "exact" and not rows:
+                continue
+            click.echo(f"{'':21}{f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
+            for h in rows:
+                _echo_hunk(h)
+
+
+def _echo_hunk(h) -> None:
+    note = f"; {h.note}" if h.note else ""
+    click.echo(f"{'':23}hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}{note}")
+    up = h.upstream
+    if up and up["changed"]:
+        diff = up["diff"].splitlines()
+        click.echo(
+            f"{'':25}upstream changed {up['new_file']} lines {up['old_lines']} (now {up['new_lines']}):"
+        )
+        for line in diff[:12]:
+            click.echo(f"{'':27}{line}")
+        if len(diff) > 12:
+            click.echo(f"{'':27}... {len(diff) - 12} more lines (--json has all)")
+    elif up:
+        click.echo(f"{'':25}upstream left lines {up['old_lines']} as they were (now {up['new_lines']})")
+
+
+def _echo_state(state, as_json) -> None:
+    from dataclasses import asdict
+
     if as_json:
+        emit_json(asdict(state))
+        return
+    click.echo(f"port {state.from_base} -> {state.to_base} in {state.tree}")
+    for d in state.done:
+        click.echo(
+            f"  {d['status']:9} {d['name']}"
+            + (f"  ({d['verdict']}: {d['reason']})" if d["status"] == "skipped" else "")
+        )
+    if state.current:
+        click.echo(f"  STOPPED   {state.current}: {state.stopped['status'] if state.stopped else ''}")
+    for rel in state.series[state.next + (1 if state.current else 0) :]:
+        click.echo(f"  todo      {Path(rel).name}")
+    if state.finished:
+        click.echo("  finished: the queue is written")
+
+
+def _echo_finished(done, to_base, as_json) -> None:
+    if as_json:
+        from dataclasses import asdict
+
         emit_json(
             {
-                "from": base_name,
-                "to": to_name,
-                "tree": str(dest),
-                "patches": [vars(r) | {"hunks": [vars(h) for h in r.hunks]} for r in reports],
+                "state": asdict(done.state),
+                "exported": [vars(e) for e in done.exported],
+                "problems": done.problems,
             }
         )
         return
-    for r in reports:
-        moved = [h for h in r.hunks if h.status != "exact"]
-        click.echo(
-            f"{r.status:9} {r.name}" + (f"  ({len(moved)}/{len(r.hunks)} hunks moved)" if moved else "")
-        )
-        for h in moved:
-            click.echo(f"            {h.file} hunk {h.hunk} {h.header}: {h.status}")
-        for c in r.conflicts:
-            click.echo(f"            CONFLICT {c}")
-        if r.note:
-            click.echo(f"            {r.note}")
-    clean = sum(r.status in ("exact", "3-way") for r in reports)
-    click.echo(f"port {base_name} -> {to_name}: {clean} of {len(reports)} patches apply; tree {dest}")
+    for e in done.exported:
+        click.echo(f"{e.status:9} {to_base.queue.patches}/{e.name}")
+    for prob in done.problems:
+        click.echo(prob, err=True)
+    skipped = [d for d in done.state.done if d["status"] == "skipped"]
+    click.echo(
+        f"port -> {to_base.name} finished: {sum(e.status != 'removed' for e in done.exported)} patches in "
+        f"{to_base.queue.series}, "
+        f"{len(skipped)} skipped (see {to_base.queue.patches}/PORT.md); "
+        + ("lint + style gate: ok" if not done.problems else f"{len(done.problems)} problem(s)")
+    )
 
 
-COMMANDS = [bases, fetch, apply, refresh, lint, overlay, seamtest, stylecheck, image, port]
+COMMANDS = [bases, fetch, apply, refresh, lint, overlay, seamtest, stylecheck, image, port, drift]

@@ -18,6 +18,9 @@ Exit codes (also in README.md):
       (waited TKV_SEAM_LOCK_TIMEOUT seconds)
 11    watch: a vLLM release newer than the carried base exists (not a failure:
       a scheduled job notifies on it)
+12    port stopped, needs you: a patch did not apply onto the new base (resolve
+      and ``port --continue``, or ``--skip``); ``port --report``: some patch
+      did not apply
 ====  ==========================================================================
 """
 
@@ -38,6 +41,7 @@ EXIT_NETWORK = 8
 EXIT_TESTS = 9
 EXIT_BUSY = 10
 EXIT_NEWER = 11
+EXIT_PORT = 12
 
 
 class SeamError(Exception):
@@ -94,3 +98,7 @@ class UsageError(SeamError):
 
 class BusyError(SeamError):
     exit_code = EXIT_BUSY
+
+
+class PortStopped(SeamError):
+    exit_code = EXIT_PORT

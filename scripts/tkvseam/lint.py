@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .patch import CONFLICT_MARKERS, REQUIRED_TRAILERS, PatchFormatError, parse_file
-from .series import PATCHES, SERIES, parse_series_text, patch_filename
+from .series import DEFAULT_QUEUE, Queue, parse_series_text, patch_filename
 
 _NODEID_RE = re.compile(r"^[\w./-]+\.py(::[\w\[\]-]+)+$")
 
@@ -34,12 +34,13 @@ class Problem:
         return asdict(self)
 
 
-def lint(root: Path) -> list[Problem]:
+def lint(root: Path, queue: Queue = DEFAULT_QUEUE) -> list[Problem]:
+    """Problems of the queue at ``queue`` (default: the top-level v0.31.0 queue)."""
     problems: list[Problem] = []
-    series_path = root / SERIES
-    patches_dir = root / PATCHES
+    series_path = root / queue.series
+    patches_dir = root / queue.patches
     if not series_path.exists():
-        return [Problem("series", f"no {SERIES} file at the top level")]
+        return [Problem("series", f"no {queue.series} file")]
     try:
         names = parse_series_text(series_path.read_text())
     except Exception as e:  # SeamError with the line
@@ -51,12 +52,12 @@ def lint(root: Path) -> list[Problem]:
         seen.add(name)
     present = {p.name for p in patches_dir.glob("*.patch")} if patches_dir.exists() else set()
     for name in sorted(present - seen):
-        problems.append(Problem(name, "orphan: in patches/ but not listed in series"))
+        problems.append(Problem(name, f"orphan: in {queue.patches}/ but not listed in {queue.series}"))
     slugs: list[str] = []
     for index, name in enumerate(names, 1):
         path = patches_dir / name
         if not path.exists():
-            problems.append(Problem(name, "listed in series but missing from patches/"))
+            problems.append(Problem(name, f"listed in {queue.series} but missing from {queue.patches}/"))
             continue
         if path.is_symlink():
             problems.append(Problem(name, "is a symlink; patch files must be regular files"))

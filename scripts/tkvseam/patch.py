@@ -291,37 +291,137 @@ def _hunk_sides(hunk) -> tuple[list[str], list[str]]:
     return src, tgt
 
 
-def _diagnose(lines: list[str], src: list[str], start: int) -> str:
-    """Explain why ``src`` is not at ``start``: first differing line, and offset/fuzz findings."""
-    out = []
+MAX_FUZZ = 2  # GNU patch's default --fuzz
+
+
+@dataclass
+class Placement:
+    """Where GNU patch would put a hunk: the structured finding that apply and port both render.
+
+    ``kind``: ``exact`` (at the named line), ``offset`` (elsewhere, no fuzz), ``fuzz``
+    (context lines ignored, ``delta`` may be non-zero too), ``eof`` (a hunk anchored at
+    the end of the file, which moved: not an offset), ``fails`` (nowhere in the file).
+    ``line`` is the 1-based line of the hunk's first line there; ``delta`` its distance
+    from the named line; ``mismatch`` the first differing line at the named position.
+    """
+
+    kind: str
+    line: int | None
+    delta: int = 0
+    fuzz: int = 0
+    mismatch: tuple[int, str, str | None] | None = None
+
+    @property
+    def status(self) -> str:
+        if self.kind in ("exact", "fails"):
+            return self.kind
+        if self.kind == "eof":
+            return f"end of file (now line {self.line})" + (f", fuzz {self.fuzz}" if self.fuzz else "")
+        if self.kind == "offset":
+            return f"offset {self.delta:+d}"
+        return f"fuzz {self.fuzz}" + (f", offset {self.delta:+d}" if self.delta else "")
+
+    def explain(self) -> str:
+        """The lines a strict-apply error shows under the hunk."""
+        out = []
+        if self.mismatch:
+            lineno, want, have = self.mismatch
+            out.append(f"  line {lineno}: expected {want!r}")
+            out.append(
+                f"  {' ' * len(str(lineno))}       found    "
+                + (repr(have) if have is not None else "end of file")
+            )
+        if self.kind == "offset":
+            out.append(
+                f"  the hunk's lines stand at line {self.line} (offset {self.delta:+d}): strict mode refuses offsets"
+            )
+        elif self.kind == "eof":
+            out.append(
+                f"  the hunk appends at the end of the file, now line {self.line}: strict mode refuses it"
+            )
+        elif self.kind == "fuzz":
+            where = f" at line {self.line} (offset {self.delta:+d})" if self.delta else ""
+            out.append(f"  the hunk would need fuzz {self.fuzz}{where}: strict mode refuses fuzz")
+        elif self.kind == "fails" and self.mismatch is None:
+            out.append(
+                "  the hunk's lines are there, but the hunk ends the file (no context after it) "
+                "and the file goes on: patch and git apply refuse it too"
+            )
+        elif self.kind == "fails":
+            out.append("  the hunk's lines are not found in the file")
+        return "\n".join(out)
+
+
+def hunk_context(hunk) -> tuple[int, int]:
+    """Leading and trailing context line counts of a unidiff hunk."""
+    kinds = [line.line_type for line in hunk if line.line_type != "\\"]
+    prefix = next((i for i, k in enumerate(kinds) if k != " "), len(kinds))
+    suffix = next((i for i, k in enumerate(reversed(kinds)) if k != " "), len(kinds))
+    return prefix, suffix
+
+
+def hunk_start(hunk) -> int:
+    """0-based index of the hunk's first source line in the file."""
+    return hunk.source_start - 1 if hunk.source_length > 0 else hunk.source_start
+
+
+def _matches(lines: list[str], src: list[str], pos: int, top: int, bottom: int) -> bool:
+    n = len(src)
+    if pos + top < 0 or pos + n - bottom > len(lines):
+        return False
+    return lines[pos + top : pos + n - bottom] == src[top : n - bottom]
+
+
+def _diagnose(lines: list[str], hunk, start: int | None = None, floor: int = 0, shift: int = 0) -> Placement:
+    """Where GNU patch (default fuzz 2) would place ``hunk`` in ``lines``, searched over the whole file.
+
+    Follows patch's ``locate_hunk``: fuzz 0, 1, 2 in turn; at each, positions from the
+    guess (named line + ``shift``, the offset of the hunk before) outwards, nearest
+    first, never above ``floor`` (the end of the previous hunk); a hunk with less
+    trailing than leading context can only match at the end of the file.
+    """
+    src, _ = _hunk_sides(hunk)
+    start = hunk_start(hunk) if start is None else start
+    n = len(src)
+    mismatch = None
     for j, want in enumerate(src):
         have = lines[start + j] if start + j < len(lines) else None
         if have != want:
-            out.append(f"  line {start + j + 1}: expected {want.rstrip(chr(10))!r}")
-            out.append(
-                f"  {' ' * len(str(start + j + 1))}       found    "
-                + (repr(have.rstrip("\n")) if have is not None else "end of file")
-            )
+            mismatch = (start + j + 1, want.rstrip("\n"), have.rstrip("\n") if have is not None else None)
             break
-    n = len(src)
-    hits = [p for p in range(0, max(0, len(lines) - n) + 1) if lines[p : p + n] == src]
-    if hits:
-        best = min(hits, key=lambda p: abs(p - start))
-        out.append(
-            f"  the hunk's lines stand at line {best + 1} (offset {best - start:+d}): "
-            "strict mode refuses offsets"
-        )
-    else:
-        for fuzz in (1, 2):
-            core = src[fuzz : n - fuzz] if n > 2 * fuzz else []
-            if core and any(
-                lines[p + fuzz : p + n - fuzz] == core for p in range(max(0, start - 50), start + 50)
-            ):
-                out.append(f"  the hunk would need fuzz {fuzz}: strict mode refuses fuzz")
-                break
-        else:
-            out.append("  the hunk's lines are not found in the file")
-    return "\n".join(out)
+    prefix, suffix = hunk_context(hunk)
+    at_end = suffix < prefix  # patch and git apply anchor such a hunk at the end of the file
+    if n == 0 or (mismatch is None and (not at_end or start + n == len(lines))):
+        return Placement("exact", start + 1)
+    context = max(prefix, suffix)
+    guess = start + shift
+    for fuzz in range(0, min(MAX_FUZZ, context) + 1):
+        top, bottom = fuzz + prefix - context, fuzz + suffix - context
+        if top < 0 and hunk.source_start <= 1:  # can only match the start of the file
+            if floor == 0 and _matches(lines, src, 0, 0, max(bottom, 0)):
+                return _placed("fuzz" if fuzz else "offset", 0, start, fuzz, mismatch)
+            continue
+        top = max(top, 0)
+        if bottom < 0:  # can only match the end of the file
+            pos = len(lines) - n
+            if pos >= floor - (prefix - top) and _matches(lines, src, pos, top, 0):
+                return _placed("eof", pos, start, fuzz, mismatch)
+            continue
+        lo = floor - (prefix - top)
+        hi = len(lines) - n + bottom
+        for off in range(0, max(hi - guess, guess - lo, 0) + 1):
+            for pos in (guess + off, guess - off) if off else (guess,):
+                if lo <= pos <= hi and _matches(lines, src, pos, top, bottom):
+                    return _placed("fuzz" if fuzz else "offset", pos, start, fuzz, mismatch)
+    return Placement("fails", None, mismatch=mismatch)
+
+
+def _placed(kind: str, pos: int, start: int, fuzz: int, mismatch) -> Placement:
+    if kind == "offset" and pos == start:
+        kind = "exact"
+    if kind == "eof" and pos == start and not fuzz:
+        kind = "exact"
+    return Placement(kind, pos + 1, pos - start, fuzz, mismatch)
 
 
 def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | None:
@@ -338,14 +438,17 @@ def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | Non
     pos = 0
     for i, hunk in enumerate(fc.pfile, 1):
         src, tgt = _hunk_sides(hunk)
-        start = hunk.source_start - 1 if hunk.source_length > 0 else hunk.source_start
+        start = hunk_start(hunk)
         head = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
         if start < pos:
             raise ApplyError(f"{patch.name}: {fc.path}: hunk {i} ({head}) overlaps the hunk before it")
-        if lines[start : start + len(src)] != src:
+        prefix, suffix = hunk_context(hunk)
+        if lines[start : start + len(src)] != src or (
+            suffix < prefix and src and start + len(src) != len(lines)
+        ):
             raise ApplyError(
                 f"{patch.name}: {fc.path}: hunk {i} ({head}) does not apply at line {start + 1}:\n"
-                + _diagnose(lines, src, start),
+                + _diagnose(lines, hunk, start, floor=pos).explain(),
                 hint=f"rebase {patch.name}: edit the build tree, commit, `make refresh`; "
                 "or report a forward-port with `make port`",
             )

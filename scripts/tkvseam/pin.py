@@ -32,6 +32,7 @@ from .bases import (
 )
 from .errors import EXIT_USAGE, SeamError, VerifyError
 from .progress import QUIET, Progress
+from .series import Queue
 
 PROJECT = "vllm"
 OFFICIAL_IMAGE = "vllm/vllm-openai"
@@ -141,6 +142,7 @@ def _write_entry(bases_file: Path, base: Base) -> None:
     table.add("commit_prefixes", list(base.commit_prefixes))
     table.add("sdist", _inline(asdict(base.sdist)))
     table.add("image", _inline(asdict(base.image)))
+    table.add("queue", _inline({"series": base.queue.series, "patches": base.queue.patches}))
     doc.add(base.name, table)
     fd, tmp = tempfile.mkstemp(prefix=f".{bases_file.name}.", dir=bases_file.parent)
     try:
@@ -182,7 +184,13 @@ def pin(
     tarball, fetched = fetch_sdist(candidate, cache, index_url, progress)
     commit = sdist_commit(tarball, candidate)  # checks __version__; no commit pinned yet
     pinned = Base(
-        name, str(release), name, (commit,), sdist, Image(f"{OFFICIAL_IMAGE}:{name}", commit, "", "")
+        name,
+        str(release),
+        name,
+        (commit,),
+        sdist,
+        Image(f"{OFFICIAL_IMAGE}:{name}", commit, "", ""),
+        queue=Queue.for_base(name),  # its own queue, made by `tkv-seam port --to <name>`
     )
     status = "unchanged"
     if existing:

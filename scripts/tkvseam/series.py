@@ -1,9 +1,13 @@
-"""The ``series`` file (quilt's: one patch name per line, top level) and ``patches/``."""
+"""A queue: its ``series`` file (quilt's: one patch name per line) and its patch directory.
+
+Every base has its own queue; ``bases.toml`` says where (``queue = { series, patches }``).
+The v0.31.0 queue is quilt's default layout: ``series`` and ``patches/`` at the top level.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SeamError
@@ -13,14 +17,35 @@ SERIES = "series"
 PATCHES = "patches"
 
 
+@dataclass(frozen=True)
+class Queue:
+    """Where one base's queue lives, relative to the project root (QUILT_SERIES, QUILT_PATCHES)."""
+
+    series: str = SERIES
+    patches: str = PATCHES
+
+    @classmethod
+    def for_base(cls, name: str) -> Queue:
+        """The layout of a base without a ``queue`` key: ``patches/<base>/`` holding its own series."""
+        return cls(f"{PATCHES}/{name}/{SERIES}", f"{PATCHES}/{name}")
+
+
+DEFAULT_QUEUE = Queue()
+
+
 @dataclass
 class Series:
     root: Path
     names: list[str]
+    queue: Queue = field(default=DEFAULT_QUEUE)
 
     @property
     def patches_dir(self) -> Path:
-        return self.root / PATCHES
+        return self.root / self.queue.patches
+
+    @property
+    def file(self) -> Path:
+        return self.root / self.queue.series
 
     def path(self, name: str) -> Path:
         return self.patches_dir / name
@@ -76,10 +101,16 @@ def parse_series_text(text: str) -> list[str]:
     return names
 
 
-def read_series(root: Path) -> Series:
-    path = root / SERIES
+def read_series(root: Path, queue: Queue = DEFAULT_QUEUE, base: str | None = None) -> Series:
+    """The queue at ``queue`` (default: the top-level v0.31.0 queue)."""
+    path = root / queue.series
     if not path.exists():
-        raise SeamError(f"no {SERIES} file in {root}", hint="create it (one patch name per line)")
+        if base is not None and queue != DEFAULT_QUEUE:
+            raise SeamError(
+                f"{base} has no queue yet: no {queue.series} (bases.toml: queue of {base})",
+                hint=f"tkv-seam port --to {base} --report   (then `tkv-seam port --to {base}`)",
+            )
+        raise SeamError(f"no {queue.series} file in {root}", hint="create it (one patch name per line)")
     names = parse_series_text(path.read_text())
     seen: set[str] = set()
     for name in names:
@@ -89,7 +120,7 @@ def read_series(root: Path) -> Series:
                 hint=f"remove the second '{name}' line from {path}, then run the command again",
             )
         seen.add(name)
-    return Series(root, names)
+    return Series(root, names, queue)
 
 
 def _slug(name: str) -> str:
@@ -142,9 +173,10 @@ def rewrite_series_text(text: str, order: list[str]) -> str:
     return "".join(out)
 
 
-def write_series(root: Path, names: list[str]) -> None:
-    """Rewrite ``series`` to list ``names``, keeping its comments, blank lines and ``-p1``."""
-    path = root / SERIES
+def write_series(root: Path, names: list[str], queue: Queue = DEFAULT_QUEUE) -> None:
+    """Rewrite the queue's series to list ``names``, keeping its comments, blank lines and ``-p1``."""
+    path = root / queue.series
+    path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.exists() else ""
     path.write_text(rewrite_series_text(old, names))
 

@@ -158,7 +158,8 @@ def keep_dropped(tree: Path, work: UserWork, reason: str) -> str:
 # --------------------------------------------------------------------------- removal
 
 
-def _listing(path: Path, limit: int = 8) -> str:
+def describe_dir(path: Path, limit: int = 8) -> str:
+    """The first entries of a directory, for a refusal that names what is there."""
     try:
         names = sorted(os.listdir(path))
     except OSError as e:
@@ -184,7 +185,7 @@ def check_removable(path: Path, rerun: str = "run the command again") -> TreeSta
     state = TreeState.load(path)
     if state is None:
         raise RefusedError(
-            f"{path} exists and is not a tree tkv-seam made (no .git/{STATE}); it holds: {_listing(path)}",
+            f"{path} exists and is not a tree tkv-seam made (no .git/{STATE}); it holds: {describe_dir(path)}",
             hint=f"mv {path} {moved} (or choose another --tree), then {rerun}",
         )
     if state.pending:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .errors import SeamError
-from .series import read_series
+from .series import DEFAULT_QUEUE, Queue, read_series
 
 RUFF_VERSION = "0.14.0"
 
@@ -27,11 +27,10 @@ def _ruff(explicit: str | None) -> str:
     raise SeamError("ruff not found", hint="make venv")
 
 
-def stylecheck(root: Path, tree: Path, ruff: str | None = None) -> list[str]:
-    """Problems reported by ``ruff check`` and ``ruff format --check`` on the series' .py files."""
-    files = sorted(
-        {fc.path for p in read_series(root).load() for fc in p.files if fc.new and fc.path.endswith(".py")}
-    )
+def stylecheck(root: Path, tree: Path, ruff: str | None = None, queue: Queue = DEFAULT_QUEUE) -> list[str]:
+    """Problems reported by ``ruff check`` and ``ruff format --check`` on the queue's .py files."""
+    patches = read_series(root, queue).load()
+    files = sorted({fc.path for p in patches for fc in p.files if fc.new and fc.path.endswith(".py")})
     if not files:
         return []
     exe = _ruff(ruff)

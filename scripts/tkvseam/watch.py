@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -87,47 +86,46 @@ def newer_releases(
     ]
 
 
-def carried_bases(root: Path, bases_file: Path, top_level: str) -> list[str]:
-    """The bases that have a queue, oldest first.
-
-    The top-level ``series``/``patches/`` queue belongs to ``top_level``; another
-    base counts as carried when its bases-file entry names a ``queue`` or
-    ``patches/<base>/series`` exists (the one-queue-per-base layout).
-    """
-    raw = tomllib.loads(bases_file.read_text())
-    names = {n for n, e in raw.items() if n == top_level or e.get("queue")}
-    names |= {n for n in raw if (root / "patches" / n / "series").is_file()}
-    return sorted(names, key=lambda n: Version(raw[n]["version"]))
+def carried_bases(bases: dict[str, Base], root: Path) -> list[str]:
+    """The bases whose own queue exists (bases.toml says where), oldest first."""
+    names = [n for n, b in bases.items() if (root / b.queue.series).is_file()]
+    return sorted(names, key=lambda n: Version(bases[n].version))
 
 
 # --------------------------------------------------------------------------- the report adapter
 
 
-def _category(status: str, hunks: list[str]) -> str:
-    """One summary column for a patch status; statuses this code does not know keep their own name."""
-    s = status.lower()
-    if s == "exact":
-        return "exact" if all(h == "exact" for h in hunks) else "offset/fuzz"
-    if s == "3-way":
-        # every hunk placed (exact, offset or fuzz): git would take it without merging content
-        placed = all(h == "exact" or h.startswith(("offset", "fuzz")) for h in hunks)
-        return "offset/fuzz" if hunks and placed else "3-way"
-    if s.startswith(("offset", "fuzz")):
-        return "offset/fuzz"
-    if s in ("conflict", "fails"):
-        return "conflict"
-    if "obsolete" in s:
+def _category(p: dict) -> str:
+    """One summary column for a patch of the port report (``port.PatchReport.to_json()``).
+
+    A blocked patch is counted by how it applies on its own (``own``), so the summary says
+    what each patch needs; statuses this code does not know keep their own name.
+    """
+    status = p.get("status", "").lower()
+    own = p.get("own", status).lower() if status.startswith("blocked") else status
+    hunks = [h.get("status", "") for h in p.get("hunks", [])]
+    placed = all(h == "exact" or h.startswith(("offset", "fuzz", "end of file")) for h in hunks)
+    if "obsolete" in status:
         return "likely obsolete"
-    if s.startswith("moved"):
+    if any(f.get("moved_to") for f in p.get("files", [])) or status.startswith("moved"):
         return "moved"
-    if s.startswith("blocked"):
+    if own == "exact":
+        return "exact" if all(h == "exact" for h in hunks) else "offset/fuzz"
+    if own == "3-way":
+        # every hunk placed (exact, offset, fuzz): git takes it without merging content
+        return "offset/fuzz" if hunks and placed else "3-way"
+    if own.startswith(("offset", "fuzz")):
+        return "offset/fuzz"
+    if "conflict" in own or own == "fails":
+        return "conflict"
+    if own.startswith("blocked"):
         return "blocked"
-    return s or "unknown"
+    return own or "unknown"
 
 
 def summarize(patches: list[dict]) -> dict[str, int]:
     """Count patches per category: the fixed columns always, unknown ones when they occur."""
-    counts = Counter(_category(p["status"], [h["status"] for h in p.get("hunks", [])]) for p in patches)
+    counts = Counter(_category(p) for p in patches)
     return {c: counts.get(c, 0) for c in CATEGORIES} | {
         c: n for c, n in sorted(counts.items()) if c not in CATEGORIES
     }
@@ -139,81 +137,51 @@ def summary_line(version: str, counts: dict[str, int], where: str = "") -> str:
     return f"{version}: {total} patches: {cols}" + (f"  ({where})" if where else "")
 
 
-_VERDICT = {
-    "exact": "applies exactly",
-    "offset/fuzz": "applies moved (refresh rebases it)",
-    "3-way": "applies by 3-way merge (review the merge)",
-    "conflict": "needs a human",
-    "likely obsolete": "likely obsolete",
-    "moved": "file moved",
-    "blocked": "blocked",
-}
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(data: dict) -> str:
-    """A draft verdict table in the seed's format (file / hunk, what it does, verdict, reason)."""
+    """The report's head: target, queue, and the summary line (the verdict table follows it)."""
     to, frm = data["to"], data["from"]
-    lines = [
-        f"# Drift: the {frm['name']} queue on vLLM {to['name']}",
-        "",
-        f"Target: {to['name']} (commit {to['commit_prefix']}, {to['sdist']['filename']}, "
-        f"sha256 {to['sdist']['sha256'][:16]}…). Queue: {frm['name']}, {len(data['patches'])} patches.",
-        "",
-        summary_line(to["version"], data["summary"]),
-        "",
-        "Draft verdicts from the port report; edit them into the port's pull request.",
-        "",
-        "| patch / hunk | what it does | verdict | reason |",
-        "|---|---|---|---|",
+    rows = [
+        f"| {_cell(p['name'])} | {p['status']} | {p['category']} | {_cell(', '.join(p.get('blocked_by', [])))} |"
+        for p in data["patches"]
     ]
-    for p in data["patches"]:
-        category = p["category"]
-        verdict = _VERDICT.get(category, p["status"])
-        reason = p.get("note") or ""
-        if p.get("conflicts"):
-            reason = "conflict in " + ", ".join(p["conflicts"]) + (f"; {reason}" if reason else "")
-        lines.append(f"| {_cell(p['name'])} | {_cell(p.get('summary', ''))} | {verdict} | {_cell(reason)} |")
-        for h in p.get("hunks", []):
-            if h["status"] != "exact":
-                lines.append(f"| {_cell(h['file'])} `{h['header']}` |  | {_cell(h['status'])} |  |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(
+        [
+            f"# Drift: the {frm['name']} queue on vLLM {to['name']}",
+            "",
+            f"Target: {to['name']} (commit {to['commit_prefix']}, {to['sdist']['filename']}, "
+            f"sha256 {to['sdist']['sha256'][:16]}…). Queue: {frm['name']}, {len(data['patches'])} patches.",
+            "",
+            summary_line(to["version"], data["summary"]),
+            "",
+            "| patch | status | summary column | blocked by |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            "Draft verdicts from `port --report`; edit them into the port's pull request.",
+            "",
+        ]
+    )
 
 
 def drift_report(
     root: Path, from_base: Base, to_base: Base, cache: Path, progress: Progress = QUIET
 ) -> tuple[str, dict, dict[str, int]]:
-    """The port report of the queue of ``from_base`` onto ``to_base``: (markdown, json, summary counts).
+    """The port report of ``from_base``'s queue onto ``to_base``: (markdown, json, summary counts).
 
-    Adapter over today's ``port.port``, which reads only the top-level queue (so
-    ``from_base`` must be its base; refused otherwise), run in a scratch port tree
-    under build/ that is removed afterwards. Re-wire this one function to the
-    structured ``port --to <b> --report`` when it lands; callers only need the
-    three return values.
+    ``port.report`` walks the whole queue in a scratch tree and keeps nothing; the Markdown
+    is its draft verdict table in the seed's format, under a summary line.
     """
-    from .port import port
-    from .series import read_series
+    from . import port
 
-    if (root / "patches" / from_base.name / "series").is_file():
-        raise SeamError(
-            f"{from_base.name} has a queue of its own (patches/{from_base.name}/) and today's port "
-            "reads only the top-level queue: the drift report would be wrong",
-            hint=f"tkv-seam --bases build/drift/bases.toml port --to {to_base.name}   (the top-level queue)",
-        )
-    summaries = {p.name: p.header.summary for p in read_series(root).load()}
-    scratch = root / "build" / f".drift-port-{to_base.name}"
-    try:
-        reports = port(root, from_base, to_base, cache, scratch, stop=False, progress=progress)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    reports = port.report(root, from_base, to_base, cache, progress)
     patches = []
     for r in reports:
-        row = asdict(r)
-        row["summary"] = summaries.get(r.name, "")
-        row["category"] = _category(r.status, [h.status for h in r.hunks])
+        row = r.to_json()
+        row["category"] = _category(row)
         patches.append(row)
     counts = summarize(patches)
     data = {
@@ -225,10 +193,12 @@ def drift_report(
             "sdist": asdict(to_base.sdist),
         },
         "summary": counts,
+        "port_summary": port.summary(reports),
         "patches": patches,
-        "source": "tkvseam.port.port (one-shot port onto the new base)",
+        "source": f"tkv-seam port --base {from_base.name} --to {to_base.name} --report",
     }
-    return render_markdown(data), data, counts
+    markdown = render_markdown(data) + "\n" + port.verdict_table(reports, from_base.name, to_base.name)
+    return markdown, data, counts
 
 
 # --------------------------------------------------------------------------- watch
@@ -281,10 +251,10 @@ def watch(
 ) -> WatchResult:
     """Releases newer than the newest carried base (or ``since``); with ``report`` their drift."""
     bases = load_bases(bases_file)
-    carried = carried_bases(root, bases_file, top_level)
+    carried = carried_bases(bases, root)
     if not carried:
         raise SeamError(
-            f"no carried base: {top_level} (the top-level queue's base) is not in {bases_file}",
+            f"no carried base: no base of {bases_file} has its queue yet",
             hint=f"tkv-seam watch --base {next(iter(bases), '<a base in ' + bases_file.name + '>')}",
         )
     from_base = get_base(bases, carried[-1])

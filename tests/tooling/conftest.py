@@ -7,6 +7,7 @@ with the release tag, and a bases.toml pinning both.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -119,11 +120,22 @@ def bases_toml(
     commit: str | None = None,
     name: str = NAME,
     version: str = VERSION,
+    queue: str | None = None,
 ) -> str:
+    """A bases.toml entry; ``queue``: the base's queue directory (default: the top-level queue
+    for NAME, ``patches/<name>`` for any other base)."""
+    if queue is None and name != NAME:
+        queue = f"patches/{name}"
+    where = (
+        f'{{ series = "{queue}/series", patches = "{queue}" }}'
+        if queue
+        else '{ series = "series", patches = "patches" }'
+    )
     return f"""
 ["{name}"]
 version = "{version}"
 tag = "{name}"
+queue = {where}
 commit_prefixes = ["{(commit or up.commit)[:9]}", "{(commit or up.commit)[:12]}"]
 sdist = {{ filename = "{up.tarball.name}", size = {up.size}, sha256 = "{sha256 or up.sha256}" }}
 image = {{ name = "example/vllm:{NAME}", revision_prefix = "{up.commit[:12]}" }}
@@ -155,9 +167,9 @@ class _Index(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def index(releases, monkeypatch):
-    """A PEP 691 Simple API on 127.0.0.1 serving the synthetic sdists; yields the handler class."""
+@contextlib.contextmanager
+def serve_index(releases, monkeypatch):
+    """A PEP 691 Simple API on 127.0.0.1 serving the sdists of ``releases``; yields the handler class."""
     handler = type("Index", (_Index,), {"files": {}, "listing": {}, "requests": []})
     handler.listing = {"name": "vllm", "files": []}
     for up in releases.values():
@@ -180,6 +192,13 @@ def index(releases, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def index(releases, monkeypatch):
+    """The synthetic sdists served by a local PEP 691 index."""
+    with serve_index(releases, monkeypatch) as handler:
+        yield handler
 
 
 @dataclass

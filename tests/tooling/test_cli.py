@@ -52,10 +52,14 @@ def test_refresh_exports_a_new_commit_and_renames_nothing_else(project):
     assert (project.root / "series").read_text().split()[-1] == "0003-extra-file.patch"
 
 
-def test_refresh_after_dropping_a_commit_removes_its_patch(project):
+def test_refresh_never_deletes_a_patch_without_force_and_lists_it(project):
     make_two_patches(project)
     git.run(project.tree, "reset", "--hard", "HEAD~1")
-    out = project.refresh().output
+    err = project.refresh(expect=5).stderr
+    assert "refresh would delete 1 patch(es)" in err and "patches/0002-add-mul.patch" in err
+    assert "next:" in err and "FORCE=1" in err
+    assert (project.root / "patches/0002-add-mul.patch").exists()
+    out = project.refresh("--force").output
     assert "removed   patches/0002-add-mul.patch" in out
     assert not (project.root / "patches/0002-add-mul.patch").exists()
     assert (project.root / "series").read_text() == "0001-cache-tweak.patch\n"
@@ -202,3 +206,16 @@ def test_json_commands_print_one_json_object_on_failure(project, args, code):
     res = project.cli(*args, expect=code)
     out = json.loads(res.stdout)
     assert out["ok"] is False and out["exit_code"] == code and out["error"] and "hint" in out
+
+
+def test_refresh_keeps_header_fields_a_hand_made_commit_lost(project):
+    make_two_patches(project)
+    git.run(project.tree, "commit", "-q", "--amend", "-m", "add-mul: add mul()\n\nAdds mul(), reworded.\n")
+    out = project.refresh().output
+    assert "updated (kept Depends-on, Reason, Tests, Verdict) patches/0002-add-mul.patch" in out
+    text = (project.root / "patches/0002-add-mul.patch").read_text()
+    assert (
+        "Adds mul(), reworded.\n\nVerdict: still needed\nReason: upstream lacks it\nDepends-on: cache-tweak\n"
+        in text
+    )
+    assert "lint: ok" in project.cli("lint").output

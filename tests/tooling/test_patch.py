@@ -126,3 +126,27 @@ def test_modify_and_no_newline_at_end_are_exact(tmp_path):
     text = patch_text().replace("-b\n+c\n", "-b\n\\ No newline at end of file\n+c\n")
     apply_patch(tree, parse_text(text, "0001-demo.patch"))
     assert (tree / "vllm/x.py").read_text() == "a\nc\n"
+
+
+def test_end_of_file_hunk_must_end_the_file(tmp_path):
+    """A hunk without trailing context is anchored at the end (as patch and git apply do)."""
+    tree = tmp_path / "t"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm/x.py").write_text("a\nb\nc\nmore\n")
+    text = patch_text().replace("@@ -1,2 +1,2 @@\n a\n-b\n+c\n", "@@ -1,3 +1,4 @@\n a\n b\n c\n+d\n")
+    with pytest.raises(ApplyError, match="the hunk ends the file"):
+        apply_patch(tree, parse_text(text, "0001-demo.patch"))
+    (tree / "vllm/x.py").write_text("a\nb\nc\n")
+    apply_patch(tree, parse_text(text, "0001-demo.patch"))
+    assert (tree / "vllm/x.py").read_text() == "a\nb\nc\nd\n"
+
+
+def test_placement_is_structured_and_searches_the_whole_file():
+    from tkvseam.patch import _diagnose, split_lines
+
+    text = patch_text().replace("@@ -1,2 +1,2 @@\n a\n-b\n+c\n", "@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n")
+    hunk = parse_text(text, "0001-demo.patch").files[0].pfile[0]
+    lines = split_lines("".join(f"pad {i}\n" for i in range(500)) + "a\nb\nd\nrest\n")
+    pl = _diagnose(lines, hunk)
+    assert (pl.kind, pl.line, pl.delta, pl.fuzz) == ("offset", 501, 500, 0)
+    assert pl.status == "offset +500" and "offset +500" in pl.explain()

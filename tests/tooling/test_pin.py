@@ -37,6 +37,9 @@ def test_pin_adds_an_entry_that_apply_then_uses(project, releases, index):
     base = load_bases(project.root / "bases.toml")[NEXT]
     assert (base.version, base.tag, base.commit_prefixes) == (NEXT_VERSION, NEXT, (up.commit[:9],))
     assert base.image.name == f"vllm/vllm-openai:{NEXT}" and base.image.revision_prefix == up.commit[:9]
+    assert (base.queue.series, base.queue.patches) == (f"patches/{NEXT}/series", f"patches/{NEXT}")
+    (project.root / "patches" / NEXT).mkdir(parents=True)  # an empty queue of its own
+    (project.root / "patches" / NEXT / "series").write_text("")
     applied = json.loads(project.cli("apply", "--base", NEXT, "--json").output)
     assert applied["upstream_commit"] == up.commit[:9]
     assert applied["fetched_bytes"] == 0  # pin already downloaded and verified it into the cache

@@ -118,15 +118,21 @@ def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, 
     ]
     assert data["patches"][0]["hunks"][0]["status"] == "offset +2"
     md = (drift / f"{NEXT_VERSION}.md").read_text()
-    table = [row for row in md.splitlines() if row.startswith("|")]
-    assert table[0] == "| patch / hunk | what it does | verdict | reason |"
-    assert all(len(re.split(r"(?<!\\)\|", row)) == 6 for row in table)  # four cells in every row
-    assert table[2].startswith("| 0001-cache-tweak.patch | mark line 10 | applies moved")
-    assert "| 0002-add-mul.patch | add mul() | needs a human | conflict in vllm/engine/arg_utils.py" in md
+    assert line.split("  (")[0] in md.splitlines()
+    assert "| 0001-cache-tweak.patch | 3-way | offset/fuzz |  |" in md
+    assert "| 0002-add-mul.patch | conflict | conflict |  |" in md
+    # the seed-style verdict table from `port --report`, five cells in every row
+    table = md[md.index("| file / hunk |") :].splitlines()
+    assert table[0] == "| file / hunk | what it does | verdict | reason | evidence |"
+    assert all(len(re.split(r"(?<!\\)\|", row)) == 7 for row in table if row.startswith("|"))
+    assert (
+        "| **0002 add-mul** | add mul() | conflicting → re-express | conflicts in vllm/engine/arg_utils.py"
+        in md
+    )
     # pinned into the scratch copy only; the scratch port tree is gone
     assert (project.root / "bases.toml").read_bytes() == bases_before
     assert set(tomllib.loads((drift / "bases.toml").read_text())) == {NAME, NEXT}
-    assert not list((project.root / "build").glob(".drift-port-*"))
+    assert not list((project.root / "build").glob(".port-report-*"))
     assert json.loads((drift / "watch.json").read_text())["releases"][0]["pin"] == "added"
     # --write pins into bases.toml itself
     project.cli("watch", "--base", NAME, "--report", "--write", expect=11)
