@@ -18,7 +18,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
-        seam-full upstream plugin bench image port drift overlay overlay-restore venv venv-vllm clean \
+        seam-full upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows
 
 help: ## Show this help
@@ -72,7 +72,7 @@ test-series: apply ## The real series: footprint, forbidden names, quilt push -a
 test-image: apply ## The overlay image on a stand-in base (needs a Docker engine; CI starts one)
 	$(VENV)/bin/python -m pytest -q -rs tests/image
 
-test-seam: bisect seam-full upstream plugin ## Per-patch bisect, full series, upstream no-regression, plugin
+test-seam: bisect seam-full upstream plugin differential ## Per-patch bisect, full series, upstream no-regression, plugin, differential
 
 bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1
 	$(TOOL) seamtest bisect --base $(BASE)
@@ -85,6 +85,9 @@ upstream: apply venv-vllm ## vLLM's own tests: no failure that stock v0.31.0 doe
 
 plugin: apply venv-vllm ## turbo-attn 0.70.1 loads on the patched vLLM (and breaks stock)
 	$(TOOL) seamtest plugin --base $(BASE)
+
+differential: apply venv-vllm ## Patched vs pristine v0.31.0 planner on random unfused plans (tests/differential)
+	$(TOOL) seamtest differential --base $(BASE)
 
 overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm
 	$(TOOL) overlay install --base $(BASE)

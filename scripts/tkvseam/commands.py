@@ -353,6 +353,24 @@ def seamtest_upstream(ctx: Context, base_name, tree, python, as_json, files):
         sys.exit(EXIT_TESTS)
 
 
+@seamtest_command("differential")
+def seamtest_differential(ctx: Context, base_name, tree, python, as_json):
+    """Patched vs pristine v0.31.0 modules on random inputs (tests/differential), full series."""
+    from .errors import EXIT_TESTS
+    from .seamtest import differential
+
+    results = differential(_runner(ctx, base_name, tree, python))
+    bad = {n: o for n, o in results.items() if o != "passed"}
+    if as_json:
+        emit_json({"ok": not bad, "results": results})
+    else:
+        for n, o in results.items():
+            click.echo(f"{o:8} {n}")
+        click.echo(f"differential: {len(results) - len(bad)} passed, {len(bad)} failed")
+    if bad:
+        sys.exit(EXIT_TESTS)
+
+
 @click.command()
 @base_option
 @tree_option

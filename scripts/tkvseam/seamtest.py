@@ -332,3 +332,17 @@ def plugin(r: Runner) -> dict[str, dict[str, str]]:
         results[label] = {nid: row["outcome"] for nid, row in rows.items()}
     r.install(commits[-1], paths)
     return results
+
+
+DIFFERENTIAL_TESTS = "tests/differential"
+
+
+def differential(r: Runner) -> dict[str, str]:
+    """The project's differential tests (patched vs pristine modules) on the full series' overlay."""
+    patches = read_series(r.root).load()
+    base, commits = r.commits()
+    r.install(commits[-1] if commits else base, overlay_paths(patches))
+    rows = r.pytest(r.root, [DIFFERENTIAL_TESTS], "differential", {"TKV_SEAM_TREE": str(r.tree)})
+    if not rows:
+        raise SeamError(f"no test ran in {DIFFERENTIAL_TESTS}", hint=f"ls {DIFFERENTIAL_TESTS}")
+    return {nid: fold(rows, nid) for nid in sorted(rows)}

@@ -1,0 +1,212 @@
+"""Unfused KV cache plans: the patched planner against pristine v0.31.0's, byte for byte.
+
+Runs in the vLLM venv with the full series' overlay installed (``make differential``,
+``tkv-seam seamtest differential``). The pristine ``vllm/v1/core/kv_cache_utils.py`` is read
+from the build tree's base commit (``git show tkv-seam-base:...``, tree from ``TKV_SEAM_TREE``)
+and imported under another module name beside the installed (patched) one; both planners then
+get the same seeded random inputs without a fused spec and must return equal ``KVCacheConfig``
+objects (``==`` and ``repr``), equal numbers or the same error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+from types import ModuleType, SimpleNamespace
+
+import pytest
+import torch
+import vllm.v1.core.kv_cache_utils as patched
+from vllm.config import ModelConfig, VllmConfig
+from vllm.v1.kv_cache_interface import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheGroupSpec,
+    KVCacheLayout,
+    KVCacheSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+    UniformTypeKVCacheSpecs,
+)
+
+TREE_ENV = "TKV_SEAM_TREE"
+BASE_TAG = "tkv-seam-base"
+MODULE_PATH = "vllm/v1/core/kv_cache_utils.py"
+PRISTINE_NAME = "tkv_seam_pristine_kv_cache_utils"
+LAYOUTS = [KVCacheLayout.LBNHC, KVCacheLayout.LBHNC, KVCacheLayout.BLHNC]
+BLOCK_SIZE = 16
+NUM_CASES = 200
+
+
+@pytest.fixture(scope="module")
+def pristine() -> ModuleType:
+    tree = os.environ.get(TREE_ENV)
+    assert tree, f"set {TREE_ENV} to the build tree (build/vllm-v0.31.0)"
+    source = subprocess.run(
+        ["git", "-C", tree, "show", f"{BASE_TAG}:{MODULE_PATH}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # The comparison is only meaningful against the patched planner.
+    assert hasattr(patched, "get_tensor_slots"), "the installed vLLM is not patched"
+    assert "get_tensor_slots" not in source
+    spec = importlib.util.spec_from_loader(PRISTINE_NAME, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = f"{tree}/{MODULE_PATH}@{BASE_TAG}"
+    sys.modules[PRISTINE_NAME] = module
+    try:
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+        yield module
+    finally:
+        del sys.modules[PRISTINE_NAME]
+
+
+@pytest.fixture(scope="module")
+def vllm_config(tmp_path_factory) -> VllmConfig:
+    model = tmp_path_factory.mktemp("model")
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 8,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 16,
+                "vocab_size": 128,
+                "max_position_embeddings": 512,
+                "rms_norm_eps": 1e-5,
+                "rope_theta": 10000.0,
+                "torch_dtype": "bfloat16",
+                "bos_token_id": 1,
+                "eos_token_id": 2,
+                "hidden_act": "silu",
+                "tie_word_embeddings": False,
+            }
+        )
+    )
+    config = VllmConfig(model_config=ModelConfig(model=str(model), max_model_len=256))
+    config.cache_config.kv_cache_layout = "LBNHC"
+    return config
+
+
+def _outcome(fn, *args):
+    """What a call returns, or the type and text of what it raises."""
+    try:
+        result = fn(*args)
+    except Exception as e:  # both planners must fail the same way
+        return ("raised", type(e).__name__, str(e))
+    return ("returned", result, repr(result))
+
+
+def _random_spec(rng: random.Random) -> KVCacheSpec:
+    kind = rng.choice(["full", "full", "sliding", "chunked", "mla", "mamba"])
+    attention = dict(
+        block_size=BLOCK_SIZE,
+        num_kv_heads=rng.choice([1, 2, 4]),
+        head_size=rng.choice([8, 16, 32, 64]),
+        dtype=rng.choice([torch.bfloat16, torch.float32, torch.int8]),
+    )
+    if kind == "full":
+        return FullAttentionSpec(**attention)
+    if kind == "sliding":
+        return SlidingWindowSpec(**attention, sliding_window=rng.choice([32, 64, 128]))
+    if kind == "chunked":
+        return ChunkedLocalAttentionSpec(**attention, attention_chunk_size=64)
+    if kind == "mla":
+        return MLAAttentionSpec(**attention)
+    return MambaSpec(
+        block_size=BLOCK_SIZE,
+        shapes=((2, rng.choice([8, 16])), (4, 8)),
+        dtypes=(torch.float32, torch.float32),
+    )
+
+
+def _random_groups(rng: random.Random) -> list[KVCacheGroupSpec]:
+    groups = []
+    for group_index in range(rng.randint(1, 3)):
+        names = [f"g{group_index}.l{i}" for i in range(rng.randint(1, 8))]
+        if rng.random() < 0.5:
+            groups.append(KVCacheGroupSpec(names, _random_spec(rng)))
+        else:
+            specs = [_random_spec(rng) for _ in range(rng.randint(1, 3))]
+            layer_specs = {name: rng.choice(specs) for name in names}
+            groups.append(
+                KVCacheGroupSpec(
+                    names,
+                    UniformTypeKVCacheSpecs(block_size=BLOCK_SIZE, kv_cache_specs=layer_specs),
+                )
+            )
+    return groups
+
+
+def _planner_config(layout: KVCacheLayout) -> SimpleNamespace:
+    return SimpleNamespace(
+        attention_config=SimpleNamespace(hisparse_config=None),
+        cache_config=SimpleNamespace(
+            num_gpu_blocks_override=None,
+            prefix_cache_retention_interval=None,
+            get_resolved_kv_cache_layout=lambda: layout,
+        ),
+    )
+
+
+def _random_model(rng: random.Random) -> dict[str, KVCacheSpec]:
+    """Per-layer specs of a model: one spec kind, or a hybrid of two."""
+    kinds = [_random_spec(rng) for _ in range(rng.choice([1, 1, 2]))]
+    return {f"model.layers.{i}.self_attn.attn": rng.choice(kinds) for i in range(rng.randint(1, 8))}
+
+
+def test_unfused_groups_plan_as_pristine(pristine):
+    rng = random.Random("tkv-seam-unfused-groups")
+    planned = 0
+    for _ in range(NUM_CASES):
+        groups = _random_groups(rng)
+        layout = rng.choice(LAYOUTS)
+        memory = rng.randint(0, 64) * 4096 + rng.randrange(4096)
+        config = _planner_config(layout)
+        for name in ("_get_kv_cache_bytes_per_block", "get_kv_cache_config_from_groups"):
+            args = (groups,) if name.startswith("_") else (config, groups, memory)
+            ours = _outcome(getattr(patched, name), *args)
+            theirs = _outcome(getattr(pristine, name), *args)
+            assert ours == theirs, (name, groups, layout, memory)
+        planned += ours[0] == "returned"
+    # Most inputs are plannable: the comparison is not one of errors only.
+    assert planned > NUM_CASES // 2
+
+
+def test_unfused_models_plan_and_check_capacity_as_pristine(pristine, vllm_config):
+    rng = random.Random("tkv-seam-unfused-models")
+    planned = 0
+    for _ in range(NUM_CASES):
+        model = _random_model(rng)
+        names = list(model)
+        # Pipeline parallelism: each worker holds a contiguous run of layers.
+        pp_size = rng.randint(1, min(3, len(names)))
+        cuts = sorted(rng.sample(range(1, len(names)), pp_size - 1))
+        workers = [
+            {name: model[name] for name in names[a:b]} for a, b in zip([0, *cuts], [*cuts, len(names)])
+        ]
+        memory = [rng.randint(1, 4) * 2**20 + rng.randrange(2**16) for _ in workers]
+        vllm_config.model_config.max_model_len = rng.choice([16, 100, 256])
+        ours = _outcome(patched.get_kv_cache_configs, vllm_config, workers, memory)
+        theirs = _outcome(pristine.get_kv_cache_configs, vllm_config, workers, memory)
+        assert ours == theirs, (workers, memory)
+        planned += ours[0] == "returned"
+
+        small = rng.randrange(2**16)
+        for name in ("check_enough_kv_cache_memory", "estimate_max_model_len"):
+            for available in (memory[0], small):
+                ours = _outcome(getattr(patched, name), vllm_config, dict(model), available)
+                theirs = _outcome(getattr(pristine, name), vllm_config, dict(model), available)
+                assert ours == theirs, (name, model, available)
+    vllm_config.model_config.max_model_len = 256
+    assert planned > NUM_CASES // 2
