@@ -176,14 +176,14 @@ def overlay():
 
 
 @overlay.command("files")
+@base_option
 @json_option
 @pass_ctx
-def overlay_files(ctx: Context, as_json):
-    """List the vllm/ files the series patches (derived from the patches)."""
-    from .overlay import overlay_paths
-    from .series import read_series
+def overlay_files(ctx: Context, base_name, as_json):
+    """List the vllm/ files the base's queue patches (derived from the patches)."""
+    from .overlay import queue_overlay_paths
 
-    paths = overlay_paths(read_series(ctx.root).load())
+    paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
     if as_json:
         emit_json(paths)
     else:
@@ -203,24 +203,24 @@ def overlay_files(ctx: Context, as_json):
 @pass_ctx
 def overlay_stage(ctx: Context, base_name, tree, commit, out):
     """Write manifest.json + overlay/vllm/... (+ the installer) for one commit."""
-    from .overlay import overlay_paths, stage
-    from .series import read_series
+    from .overlay import queue_overlay_paths, stage
 
     out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
-    manifest = stage(ctx.tree(tree, base_name), overlay_paths(read_series(ctx.root).load()), out, commit)
+    manifest = stage(
+        ctx.tree(tree, base_name), queue_overlay_paths(ctx.root, ctx.base(base_name)), out, commit
+    )
     changed = sum(f["pristine_sha256"] != f["patched_sha256"] for f in manifest["files"])
     click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
 
 
 def _install(ctx: Context, base_name, tree, python, commit_of):
-    from .overlay import install_into_venv, overlay_paths, stage
-    from .series import read_series
+    from .overlay import install_into_venv, queue_overlay_paths, stage
     from .state import load_state
 
     tree_path = ctx.tree(tree, base_name)
     commit = commit_of(load_state(tree_path))
     out = ctx.root / "build" / "overlay-venv"
-    stage(tree_path, overlay_paths(read_series(ctx.root).load()), out, commit)
+    stage(tree_path, queue_overlay_paths(ctx.root, ctx.base(base_name)), out, commit)
     click.echo(install_into_venv(python, out).rstrip())
 
 

@@ -17,8 +17,7 @@ from typing import Callable
 from . import __version__
 from .bases import Base
 from .errors import DockerError
-from .overlay import overlay_paths, stage
-from .series import read_series
+from .overlay import queue_overlay_paths, stage
 
 REVISION_LABEL = "org.opencontainers.image.revision"
 STAND_IN_LABEL = "io.tkv-seam.stand-in"
@@ -59,13 +58,13 @@ def client():
     return api
 
 
-def stage_context(root: Path, tree: Path, dest: Path) -> dict:
+def stage_context(root: Path, tree: Path, dest: Path, base: Base) -> dict:
     """Dockerfile + tkv-seam/{manifest.json, overlay/, overlay_install.py} in ``dest``."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     shutil.copyfile(root / "Dockerfile", dest / "Dockerfile")
-    return stage(tree, overlay_paths(read_series(root).load()), dest / "tkv-seam")
+    return stage(tree, queue_overlay_paths(root, base), dest / "tkv-seam")
 
 
 def check_base_image(api, image: str, base: Base, stand_in: bool) -> str:
@@ -109,7 +108,7 @@ def build(
     )
     revision = check_base_image(api, base_image, base, stand_in)
     context = root / "build" / f"image-{base.name}"
-    manifest = stage_context(root, tree, context)
+    manifest = stage_context(root, tree, context, base)
     digest = manifest["series_digest"]
     tag = tag or f"{REPOSITORY}:{base.name}-{digest[:12]}"
     buildargs = {

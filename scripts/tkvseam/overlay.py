@@ -38,6 +38,13 @@ def overlay_paths(patches: list[Patch]) -> list[str]:
     return sorted(paths)
 
 
+def queue_overlay_paths(root: Path, base) -> list[str]:
+    """The overlay set of ``base``'s own queue (bases.toml says where it lives)."""
+    from .series import read_series
+
+    return overlay_paths(read_series(root, base.queue, base.name).load())
+
+
 def _blob(tree: Path, commit: str, path: str) -> bytes:
     return git.run(tree, "show", f"{commit}:{path}").stdout
 
