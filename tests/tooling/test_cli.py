@@ -192,7 +192,7 @@ def test_os_errors_are_errors_not_tracebacks(project, tmp_path, monkeypatch):
         (("apply", "--base", "v0.0.1", "--json"), 2),
         (("refresh", "--base", "v9.9.9", "--json"), 1),
         (("port", "--base", "v9.9.9", "--to", "v0.0.1", "--json"), 2),
-        (("overlay", "files", "--json"), 1),
+        (("overlay", "files", "--base", "v9.9.9", "--json"), 1),
         (("seamtest", "full", "--python", "/nonexistent/python", "--json"), 1),
         (("bases", "--json"), 1),
     ],
