@@ -57,6 +57,7 @@ def test_port_stop_leaves_the_conflict_to_resolve_then_refresh_rebases(project, 
         "-q",
         "-m",
         "add-mul: add mul()\n\nAdds mul().\n\nVerdict: still needed\nReason: upstream lacks it\n"
+        "Upstream: upstreamable\n"
         "Depends-on: cache-tweak\nTests: tests/test_math.py::test_add\n",
     )
     project.cli("refresh", "--base", NEXT, "--tree", str(tree), "--force")
