@@ -18,7 +18,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
-        seam-full upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
+        seam-full seam-full-cuda upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows
 
 help: ## Show this help
@@ -72,13 +72,16 @@ test-series: apply ## The real series: footprint, forbidden names, quilt push -a
 test-image: apply ## The overlay image on a stand-in base (needs a Docker engine; CI starts one)
 	$(VENV)/bin/python -m pytest -q -rs tests/image
 
-test-seam: bisect seam-full upstream plugin differential ## Per-patch bisect, full series, upstream no-regression, plugin, differential
+test-seam: bisect seam-full seam-full-cuda upstream plugin differential ## Per-patch bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential
 
 bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1
 	$(TOOL) seamtest bisect --base $(BASE)
 
 seam-full: apply venv-vllm ## All seam tests on the full series
 	$(TOOL) seamtest full --base $(BASE)
+
+seam-full-cuda: apply venv-vllm ## All seam tests, platform reporting is_cuda_alike() (CUDA-only branches)
+	$(TOOL) seamtest full --cuda-alike --base $(BASE)
 
 upstream: apply venv-vllm ## vLLM's own tests: no failure that stock v0.31.0 does not show
 	$(TOOL) seamtest upstream --base $(BASE)

@@ -312,12 +312,17 @@ def seamtest_bisect(ctx: Context, base_name, tree, python, as_json):
 
 
 @seamtest_command("full")
-def seamtest_full(ctx: Context, base_name, tree, python, as_json):
+@click.option(
+    "--cuda-alike",
+    is_flag=True,
+    help="Run with the platform reporting is_cuda_alike()/is_cuda() (CUDA-only branches).",
+)
+def seamtest_full(ctx: Context, base_name, tree, python, as_json, cuda_alike):
     """Every test the series names, on the full series."""
     from .errors import EXIT_TESTS
     from .seamtest import full
 
-    results = full(_runner(ctx, base_name, tree, python))
+    results = full(_runner(ctx, base_name, tree, python), cuda_alike=cuda_alike)
     bad = {n: o for n, o in results.items() if o != "passed"}
     if as_json:
         emit_json({"ok": not bad, "results": results})

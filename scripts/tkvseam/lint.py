@@ -83,9 +83,10 @@ def lint(root: Path, queue: Queue = DEFAULT_QUEUE) -> list[Problem]:
         for node in h.tests + h.guards:
             if not _NODEID_RE.match(node):
                 problems.append(Problem(name, f"Tests/Guard value is not a pytest node id: {node!r}"))
-        for dep in h.depends_on:
-            if dep not in slugs:
-                problems.append(Problem(name, f"Depends-on {dep!r} is not an earlier patch of the series"))
+        for key, deps in (("Depends-on", h.depends_on), ("Test-depends-on", h.test_depends_on)):
+            for dep in deps:
+                if dep not in slugs:
+                    problems.append(Problem(name, f"{key} {dep!r} is not an earlier patch of the series"))
         slugs.append(h.slug)
         for file, lineno, text in patch.added_lines():
             if text.startswith(CONFLICT_MARKERS):

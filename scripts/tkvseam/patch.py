@@ -5,13 +5,17 @@ the commit message body, ``---``, then ``diff --git`` sections). ``unidiff``
 parses the diff; it drops everything above the first ``diff --git``, so the
 header is parsed here.
 
-Header fields (git trailers in the last paragraph of the message):
+Header fields (git trailers in the last paragraph of the message), in order:
 
-- ``Verdict``, ``Reason`` (required): why the hunk is still needed upstream
-- ``Depends-on`` (required): slugs of earlier patches, or ``none``
+- ``Verdict`` (required): ``still needed``, ``still needed, fixed`` or ``re-expressed``
+- ``Reason`` (required): why upstream still needs it, without leaning on a later patch
+- ``Upstream`` (required): ``upstreamable`` (and how), or ``downstream-only`` and why
+- ``Depends-on`` (required): slugs of earlier patches the code needs, or ``none``
+- ``Test-depends-on``: slugs of earlier patches only the tests need (e.g. a
+  test file an earlier patch creates)
 - ``Tests`` (required unless ``Checks``): pytest node ids proving the patch;
   they fail before the patch and pass after it
-- ``Guard``: node ids that pass before and after (guards)
+- ``Guard``: node ids that pass with the patch (and may pass before it)
 - ``Checks``: for patches without tests (documentation), what is checked
 - ``Upstream-tests``: upstream test files that must keep passing
 """
@@ -28,8 +32,8 @@ from unidiff.errors import UnidiffParseError
 
 from .errors import ApplyError, SeamError
 
-REQUIRED_TRAILERS = ("Verdict", "Reason", "Depends-on")
-MULTI_TRAILERS = ("Tests", "Guard", "Upstream-tests", "Checks")
+REQUIRED_TRAILERS = ("Verdict", "Reason", "Upstream", "Depends-on")
+MULTI_TRAILERS = ("Test-depends-on", "Tests", "Guard", "Upstream-tests", "Checks")
 KNOWN_TRAILERS = REQUIRED_TRAILERS + MULTI_TRAILERS
 _TRAILER_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ?(.*)$")
 _SUBJECT_RE = re.compile(r"^(?:\[PATCH[^\]]*\]\s*)?(?P<slug>[a-z0-9][a-z0-9.+-]*): (?P<summary>.+)$")
@@ -61,10 +65,17 @@ class Header:
     def get(self, key: str) -> list[str]:
         return self.trailers.get(key, [])
 
+    def _slugs(self, key: str) -> list[str]:
+        values = ", ".join(self.get(key))
+        return [v.strip() for v in values.split(",") if v.strip() and v.strip() != "none"]
+
     @property
     def depends_on(self) -> list[str]:
-        values = ", ".join(self.get("Depends-on"))
-        return [v.strip() for v in values.split(",") if v.strip() and v.strip() != "none"]
+        return self._slugs("Depends-on")
+
+    @property
+    def test_depends_on(self) -> list[str]:
+        return self._slugs("Test-depends-on")
 
     @property
     def tests(self) -> list[str]:

@@ -216,15 +216,25 @@ def bisect(r: Runner) -> tuple[list[BisectRow], list[str]]:
     return rows, problems
 
 
-def full(r: Runner) -> dict[str, str]:
-    """Every Tests/Guard node of the series on the full series."""
+CUDA_ALIKE_PLUGIN = "tkvseam.cuda_alike"
+
+
+def full(r: Runner, cuda_alike: bool = False) -> dict[str, str]:
+    """Every Tests/Guard node of the series on the full series.
+
+    With ``cuda_alike`` the platform reports ``is_cuda_alike()``/``is_cuda()``
+    (the ``tkvseam.cuda_alike`` pytest plugin), so CUDA-only branches run too.
+    """
     patches = read_series(r.root).load()
     base, commits = r.commits()
     r.install(commits[-1] if commits else base, overlay_paths(patches))
     nodes = sorted({n for p in patches for n in p.header.tests + p.header.guards})
     if not nodes:
         return {}
-    rows = r.pytest(r.test_root(commits[-1]), nodes, "full-series")
+    label, extra = "full-series", None
+    if cuda_alike:
+        label, extra = "full-series-cuda-alike", {"PYTEST_PLUGINS": CUDA_ALIKE_PLUGIN}
+    rows = r.pytest(r.test_root(commits[-1]), nodes, label, extra)
     return {n: fold(rows, n) for n in nodes}
 
 

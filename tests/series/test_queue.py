@@ -124,6 +124,17 @@ def test_every_patch_says_why_and_how_it_is_tested(patches):
             assert node.split("::")[0] in {fc.path for fc in p.files}, (p.name, node)
 
 
+def test_every_code_patch_has_a_guard_and_says_where_it_belongs(patches):
+    """Patches 0001-0008 name guards ("without the plugin": stock behaviour is
+    unchanged with no plugin registered); every header says whether the patch
+    is upstreamable and cites no fork-internal pull request numbers."""
+    for p in patches[:8]:
+        assert p.header.guards, p.name
+    for p in patches:
+        assert p.header.get("Upstream"), p.name
+        assert not re.search(r"(?<![\w&])#\d+\b", p.header.body), p.name
+
+
 def _pristine_copy(state, dest: Path) -> None:
     data = git.run(TREE, "archive", "--format=tar", state.base_commit).stdout
     dest.mkdir()

@@ -248,6 +248,7 @@ def project(tmp_path, upstream, index) -> Project:
 HEADER_TRAILERS = (
     "Verdict: still needed\n"
     "Reason: upstream lacks it\n"
+    "Upstream: upstreamable\n"
     "Depends-on: none\n"
     "Tests: tests/test_math.py::test_add\n"
 )

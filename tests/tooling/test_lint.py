@@ -52,6 +52,53 @@ def test_dependency_must_be_an_earlier_patch(project):
     assert "file name does not match position and subject: expected 0001-add-mul.patch" in problems
 
 
+def test_upstream_field_is_required(project):
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    p.write_text(p.read_text().replace("Upstream: upstreamable\n", ""))
+    problems = {(p["patch"], p["message"]) for p in lint_json(project, 6)["problems"]}
+    assert problems == {("0001-cache-tweak.patch", "header lacks the Upstream: field")}
+
+
+def test_test_dependency_must_be_an_earlier_patch(project):
+    names = make_two_patches(project)
+    second = project.root / "patches" / names[1]
+    second.write_text(
+        second.read_text().replace(
+            "Depends-on: cache-tweak\n", "Depends-on: none\nTest-depends-on: cache-tweak\n"
+        )
+    )
+    assert lint_json(project, 0)["ok"] is True
+
+    first = project.root / "patches" / names[0]
+    first.write_text(
+        first.read_text().replace(
+            "Depends-on: none\n", "Depends-on: none\nTest-depends-on: add-mul, cache-tweak\n"
+        )
+    )
+    problems = [p["message"] for p in lint_json(project, 6)["problems"]]
+    assert problems == [
+        "Test-depends-on 'add-mul' is not an earlier patch of the series",
+        "Test-depends-on 'cache-tweak' is not an earlier patch of the series",
+    ]
+
+
+def test_header_parses_test_dependencies_apart_from_code_dependencies(project):
+    from tkvseam.patch import parse_file
+
+    names = make_two_patches(project)
+    second = project.root / "patches" / names[1]
+    second.write_text(
+        second.read_text().replace(
+            "Depends-on: cache-tweak\n", "Depends-on: none\nTest-depends-on: cache-tweak\n"
+        )
+    )
+    header = parse_file(second).header
+    assert header.depends_on == []
+    assert header.test_depends_on == ["cache-tweak"]
+    assert header.get("Upstream") == ["upstreamable"]
+
+
 def test_conflict_marker_is_reported_with_file_and_line(project):
     make_two_patches(project)
     p = project.root / "patches/0002-add-mul.patch"
