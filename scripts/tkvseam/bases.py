@@ -46,6 +46,32 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Plugin:
+    """The plugin release that matches the seam on this base (hash-pinned)."""
+
+    requirement: str = ""
+    hashes: tuple[str, ...] = ()
+
+    def requirements_txt(self) -> str:
+        """The pin as a pip/uv requirements file with --require-hashes lines."""
+        return " ".join([self.requirement, *(f"--hash={h}" for h in self.hashes)]) + "\n"
+
+
+@dataclass(frozen=True)
+class SeamPins:
+    """What the seam is checked with on this base: a new base brings its own.
+
+    ``ruff``: the version of upstream's style gate (its .pre-commit-config.yaml);
+    ``plugin``: the real client; ``upstream_tests``: upstream's test files that
+    must show no new failure on the patched tree.
+    """
+
+    ruff: str = ""
+    plugin: Plugin = field(default_factory=Plugin)
+    upstream_tests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Base:
     name: str
     version: str
@@ -54,6 +80,7 @@ class Base:
     sdist: Sdist
     image: Image
     project: str = "vllm"
+    seam: SeamPins = field(default_factory=SeamPins, compare=False)
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -93,8 +120,18 @@ def load_bases(path: Path) -> dict[str, Base]:
             sdist=Sdist(**entry["sdist"]),
             image=Image(**entry["image"]),
             project=entry.get("project", "vllm"),
+            seam=_seam_pins(entry.get("seam", {})),
         )
     return bases
+
+
+def _seam_pins(entry: dict) -> SeamPins:
+    plugin = entry.get("plugin", {})
+    return SeamPins(
+        ruff=entry.get("ruff", ""),
+        plugin=Plugin(plugin.get("requirement", ""), tuple(plugin.get("hashes", ()))),
+        upstream_tests=tuple(entry.get("upstream_tests", ())),
+    )
 
 
 def get_base(bases: dict[str, Base], name: str) -> Base:

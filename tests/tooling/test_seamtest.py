@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tkvseam.hfcache import SNAPSHOT, build
-from tkvseam.seamtest import BisectRow, fold
+from tkvseam.seamtest.bisect import BisectRow
+from tkvseam.seamtest.hfcache import SNAPSHOT, build
+from tkvseam.seamtest.outcomes import fold
 
 F = "tests/v1/core/test_x.py"
 
