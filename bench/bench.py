@@ -5,7 +5,7 @@
    user fetches today for a full vLLM git clone (a reference figure, not measured
    here: no access to the git host).
 2. Patched vs stock vLLM, stock in one venv slot and the full series in another
-   (hard-linked copies of .venv-vllm), in interleaved rounds so that both sides see
+   (hard-linked copies of .venv-vllm under build/bench/), in interleaved rounds so that both sides see
    the same load: `import vllm` (fresh processes, alternating), and in one warm
    process per side `create_engine_config()` on a tiny local model and KV planning
    (`get_kv_cache_configs`) for a 64-layer model (>= 200 calls per round). Reported:
@@ -226,8 +226,9 @@ def main() -> int:
     hf_home = work / "hf-home"
     build_hf(hf_home, ROOT / "tests" / "data" / "hf-configs")
     python = (ROOT / ".venv-vllm/bin/python").absolute()
-    runner = Runner(ROOT, tree, python, work, hf_home, base, default_cache_dir(), slots=2)
-    sides = {"stock": (0, runner.base_commit), "patched": (1, runner.head)}
+    runner = Runner(ROOT, tree, python, work, hf_home, base, default_cache_dir(), slots=3)
+    # Two hard-linked copies of .venv-vllm (build/bench/venvs/): .venv-vllm itself stays as it is.
+    sides = {"stock": (1, runner.base_commit), "patched": (2, runner.head)}
     for slot, commit in sides.values():
         runner.install(slot, commit)
     model = Path(tempfile.mkdtemp(prefix="tiny-llama-"))
@@ -257,7 +258,6 @@ def main() -> int:
     finally:
         for w in workers.values():
             w.close()
-        runner.install(0, runner.head)
         shutil.rmtree(model, ignore_errors=True)
         shutil.rmtree(model64, ignore_errors=True)
     results["load_after"] = os.getloadavg()
