@@ -4,7 +4,9 @@ One pytest process per side (all files together). The stock side's outcomes are
 a function of the base (its test files), the venv (the lock file), the offline
 HF cache and the run's options alone, so they are cached under the tkv-seam
 cache keyed by a digest of exactly those: stock runs once per machine, and the
-report says when a cached baseline was used.
+report says when a cached baseline was used. Only a clean baseline (no stock
+failure) is cached: a stock failure (a subprocess timing out under load) would
+otherwise hide the same failure on the patched side in every later run.
 """
 
 from __future__ import annotations
@@ -101,7 +103,11 @@ class UpstreamLane:
             )
         else:
             stock = done["upstream-stock"].rows if "upstream-stock" in done else {}
-            if stock and self.use_cache:
+            if failing(stock):
+                # A failure on stock (a timeout under load, say) would hide the same failure on
+                # the patched side in every later run: only a clean baseline is cached.
+                notes.append(f"upstream: stock baseline not cached: {len(failing(stock))} stock failure(s)")
+            elif stock and self.use_cache:
                 path = self.cache_file(r)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_name(f".{path.name}.{os.getpid()}")
