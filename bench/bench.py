@@ -8,7 +8,8 @@
    (hard-linked copies of .venv-vllm under build/bench/), in interleaved rounds so that both sides see
    the same load: `import vllm` (fresh processes, alternating), and in one warm
    process per side `create_engine_config()` on a tiny local model and KV planning
-   (`get_kv_cache_configs`) for a 64-layer model (>= 200 calls per round). Reported:
+   (`get_kv_cache_configs`) for a 64-layer model (>= 200 calls per round), timed in CPU
+   seconds of the process (wall seconds beside: load stretches those). Reported:
    the min and the median of the per-round ratios, their quartiles and spread.
    Target: median ratio <= 1.05.
 3. Fused pages: blocks for a fused 6-layer set vs an unfused control of the same
@@ -60,7 +61,12 @@ MODEL_CONFIG = {
 }
 
 # `import vllm`: a fresh process per sample (that is what it costs a user).
-PROBE_IMPORT = "import time; t = time.perf_counter(); import vllm; print('{\"seconds\": %f}' % (time.perf_counter() - t))"
+# Timed in CPU seconds of the process (wall seconds beside): a loaded machine stretches wall time
+# by whatever else runs, the CPU time a process spends far less.
+PROBE_IMPORT = (
+    "import time; t, c = time.perf_counter(), time.process_time(); import vllm; "
+    'print(\'{"seconds": %f, "cpu": %f}\' % (time.perf_counter() - t, time.process_time() - c))'
+)
 
 # Sub-second work runs in one long-lived process per side, warmed once; each request
 # "<probe> <calls>" is answered with the mean seconds per call over that round.
@@ -95,10 +101,11 @@ print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     name, calls = line.split()
     fn, calls = probes[name], int(calls)
-    t = time.perf_counter_ns()
+    t, c = time.perf_counter_ns(), time.process_time_ns()
     for _ in range(calls):
         fn()
-    print(json.dumps({"seconds": (time.perf_counter_ns() - t) / calls / 1e9}), flush=True)
+    wall, cpu = time.perf_counter_ns() - t, time.process_time_ns() - c
+    print(json.dumps({"seconds": wall / calls / 1e9, "cpu": cpu / calls / 1e9}), flush=True)
 """
 
 # name in the report -> (worker probe, calls per round)
@@ -141,24 +148,26 @@ class Worker:
             if line.startswith("{"):
                 return json.loads(line)
 
-    def round(self, name: str, calls: int) -> float:
+    def round(self, name: str, calls: int) -> dict:
         self.proc.stdin.write(f"{name} {calls}\n")
         self.proc.stdin.flush()
-        return self.read()["seconds"]
+        return self.read()
 
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait()
 
 
-def ratio_stats(stock: list[float], patched: list[float]) -> dict:
-    """Per-round ratios patched/stock: min, median, quartiles and spread (max - min)."""
-    ratios = sorted(p / s for s, p in zip(stock, patched, strict=True))
+def ratio_stats(stock: list[dict], patched: list[dict]) -> dict:
+    """Per-round CPU-time ratios patched/stock: min, median, quartiles and spread (max - min)."""
+    ratios = sorted(p["cpu"] / s["cpu"] for s, p in zip(stock, patched, strict=True))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return {
         "rounds": len(ratios),
-        "stock_median_s": statistics.median(stock),
-        "patched_median_s": statistics.median(patched),
+        "stock_median_cpu_s": statistics.median(s["cpu"] for s in stock),
+        "patched_median_cpu_s": statistics.median(p["cpu"] for p in patched),
+        "stock_median_wall_s": statistics.median(s["seconds"] for s in stock),
+        "patched_median_wall_s": statistics.median(p["seconds"] for p in patched),
         "ratio_min": ratios[0],
         "ratio_median": statistics.median(ratios),
         "ratio_max": ratios[-1],
@@ -241,10 +250,10 @@ def main() -> int:
     results["patched_vs_stock"] = {}
     workers: dict[str, Worker] = {}
     try:
-        samples: dict[str, list[float]] = {"stock": [], "patched": []}
+        samples: dict[str, list[dict]] = {"stock": [], "patched": []}
         for rep in range(args.repeat):
             for side in alternate(rep):
-                samples[side].append(probe(runner, sides[side][0], PROBE_IMPORT)["seconds"])
+                samples[side].append(probe(runner, sides[side][0], PROBE_IMPORT))
         results["patched_vs_stock"]["import vllm"] = ratio_stats(samples["stock"], samples["patched"])
         workers = {side: Worker(runner, slot, str(model), str(model64)) for side, (slot, _) in sides.items()}
         for name, (probe_name, calls) in ROUND_PROBES.items():
@@ -263,14 +272,15 @@ def main() -> int:
     results["load_after"] = os.getloadavg()
     print(
         f"load average before {results['load_before'][0]:.2f}, after {results['load_after'][0]:.2f} "
-        f"({os.cpu_count()} cores); ratios are patched/stock per interleaved round"
+        f"({os.cpu_count()} cores); ratios: patched/stock CPU time per interleaved round"
     )
     for name, st in results["patched_vs_stock"].items():
         verdict = "ok" if st["ratio_median"] <= 1.05 else "OVER 1.05"
         unit = f"{st['calls_per_round']} calls/round" if "calls_per_round" in st else "1 process/sample"
         print(
-            f"{name:31} stock {st['stock_median_s'] * 1e3:9.3f} ms  "
-            f"patched {st['patched_median_s'] * 1e3:9.3f} ms  ratio min {st['ratio_min']:.3f} "
+            f"{name:31} CPU stock {st['stock_median_cpu_s'] * 1e3:9.3f} ms  "
+            f"patched {st['patched_median_cpu_s'] * 1e3:9.3f} ms (wall {st['stock_median_wall_s'] * 1e3:.3f} / "
+            f"{st['patched_median_wall_s'] * 1e3:.3f} ms)  ratio min {st['ratio_min']:.3f} "
             f"median {st['ratio_median']:.3f} (quartiles {st['ratio_q1']:.3f}-{st['ratio_q3']:.3f}, "
             f"spread {st['ratio_spread']:.3f}; {st['rounds']} rounds, {unit})  {verdict}"
         )
