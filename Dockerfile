@@ -12,9 +12,9 @@
 ARG BASE_IMAGE=vllm/vllm-openai:v0.31.0
 FROM ${BASE_IMAGE}
 
-# turbo-attn 0.70.1 is the plugin release matching this seam (PROTOCOL.md section 11):
-# floor 0.69.0; 0.67.0-0.68.1 break on v0.31 sliding-window layers. Empty: no plugin.
-ARG TURBO_ATTN=turbo-attn==0.70.1
+# The plugin release matching this seam: `make image` passes the base's pin from
+# bases.toml (<base>.seam.plugin; PROTOCOL.md section 11). Empty: no plugin.
+ARG TURBO_ATTN=
 ARG BASE_IMAGE
 ARG BASE_REVISION=db9527a46873
 ARG SEAM_DIGEST=unknown

@@ -2,6 +2,7 @@
 # `make help` lists the targets. Variables: BASE (default v0.31.0), TO (port target),
 # FORCE=1 (override a refusal; may drop work), VLLM_GIT=<url-or-path> (git source),
 # VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch).
+# PATCH=<n|slug> (make bisect: one patch), TKV_SEAM_JOBS=<n> (test processes at once).
 
 BASE    ?= v0.31.0
 TO      ?= v0.32.0
@@ -58,7 +59,7 @@ lint-code: venv
 lint-workflows: venv
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
-lint-patches: apply ## vLLM v0.31.0's style gate (ruff 0.14.0, the tree's pyproject) on every patched .py file
+lint-patches: apply ## The base's style gate (its ruff pin in bases.toml, the tree's pyproject) on every patched .py file
 	$(TOOL) stylecheck --base $(BASE)
 
 test: lint check-refresh test-tooling test-series test-seam test-image ## Everything: lint, tool tests, seam tests on CPU, image
@@ -72,10 +73,11 @@ test-series: apply ## The real series: footprint, forbidden names, quilt push -a
 test-image: apply ## The overlay image on a stand-in base (needs a Docker engine; CI starts one)
 	$(VENV)/bin/python -m pytest -q -rs tests/image
 
-test-seam: bisect seam-full seam-full-cuda upstream plugin differential ## Per-patch bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential
+test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores)
+	$(TOOL) seamtest all --base $(BASE)
 
-bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1
-	$(TOOL) seamtest bisect --base $(BASE)
+bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1 (PATCH=0009: that patch only)
+	$(TOOL) seamtest bisect --base $(BASE) $(if $(PATCH),--patch $(PATCH),)
 
 seam-full: apply venv-vllm ## All seam tests on the full series
 	$(TOOL) seamtest full --base $(BASE)
@@ -86,7 +88,7 @@ seam-full-cuda: apply venv-vllm ## All seam tests, platform reporting is_cuda_al
 upstream: apply venv-vllm ## vLLM's own tests: no failure that stock v0.31.0 does not show
 	$(TOOL) seamtest upstream --base $(BASE)
 
-plugin: apply venv-vllm ## turbo-attn 0.70.1 loads on the patched vLLM (and breaks stock)
+plugin: apply venv-vllm ## The base's turbo-attn pin loads on the patched vLLM (and breaks stock)
 	$(TOOL) seamtest plugin --base $(BASE)
 
 differential: apply venv-vllm ## Patched vs pristine v0.31.0 planner on random unfused plans (tests/differential)

@@ -4,19 +4,26 @@
    the tree rebuilt), no-op (unchanged inputs); bytes fetched, against the bytes a
    user fetches today for a full vLLM git clone (a reference figure, not measured
    here: no access to the git host).
-2. Patched vs stock vLLM (the overlay installed into .venv-vllm, alternating runs,
-   median of N): `import vllm`, `create_engine_config()` on a tiny local model, and
-   KV planning (`get_kv_cache_configs`) for a 64-layer model. Target ratio <= 1.05.
+2. Patched vs stock vLLM, stock in one venv slot and the full series in another
+   (hard-linked copies of .venv-vllm under build/bench/), in interleaved rounds so that both sides see
+   the same load: `import vllm` (fresh processes, alternating), and in one warm
+   process per side `create_engine_config()` on a tiny local model and KV planning
+   (`get_kv_cache_configs`) for a 64-layer model (>= 200 calls per round), timed in CPU
+   seconds of the process (wall seconds beside: load stretches those). Reported:
+   the min and the median of the per-round ratios, their quartiles and spread.
+   Target: median ratio <= 1.05.
 3. Fused pages: blocks for a fused 6-layer set vs an unfused control of the same
    bytes, on the patched planner and on stock.
 
-Usage: .venv/bin/python bench/bench.py [--base v0.31.0] [--repeat 5] [--skip-cold] [--json out.json]
+Usage: .venv/bin/python bench/bench.py [--base v0.31.0] [--repeat 6] [--rounds 15]
+       [--skip-cold] [--skip-apply] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -27,11 +34,8 @@ from pathlib import Path
 
 from tkvseam.apply import apply_series
 from tkvseam.bases import default_cache_dir, fetch_sdist, get_base, load_bases
-from tkvseam.hfcache import build as build_hf
-from tkvseam.overlay import overlay_paths
-from tkvseam.seamtest import Runner
-from tkvseam.series import read_series
-from tkvseam.state import load_state
+from tkvseam.seamtest.hfcache import build as build_hf
+from tkvseam.seamtest.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[1]
 GIT_CLONE_BYTES = 1.1e9  # "the vLLM repository history is over 1.1 GB" (issue; lower bound)
@@ -56,47 +60,125 @@ MODEL_CONFIG = {
     "num_hidden_layers": 2,
 }
 
-# Each probe runs in a fresh process and prints one JSON line: {"seconds": ...} (+ extras).
-PROBE_IMPORT = "import time; t = time.perf_counter(); import vllm; print('{\"seconds\": %f}' % (time.perf_counter() - t))"
+# `import vllm`: a fresh process per sample (that is what it costs a user).
+# Timed in CPU seconds of the process (wall seconds beside): a loaded machine stretches wall time
+# by whatever else runs, the CPU time a process spends far less.
+PROBE_IMPORT = (
+    "import time; t, c = time.perf_counter(), time.process_time(); import vllm; "
+    'print(\'{"seconds": %f, "cpu": %f}\' % (time.perf_counter() - t, time.process_time() - c))'
+)
 
-PROBE_ENGINE = """
-import json, sys, time
-from vllm.engine.arg_utils import EngineArgs
-args = EngineArgs(model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256)
-args.create_engine_config()  # warm the lazy imports once
-t = time.perf_counter()
-for _ in range(3):
-    EngineArgs(model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256).create_engine_config()
-print(json.dumps({"seconds": (time.perf_counter() - t) / 3}))
-"""
-
-PROBE_PLAN = """
+# Sub-second work runs in one long-lived process per side, warmed once; each request
+# "<probe> <calls>" is answered with the mean seconds per call over that round.
+WORKER = """
 import json, sys, time
 import torch
 from vllm.config import ModelConfig, VllmConfig
+from vllm.engine.arg_utils import EngineArgs
 from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 from vllm.v1.kv_cache_interface import FullAttentionSpec
-cfg = VllmConfig(model_config=ModelConfig(model=sys.argv[1], max_model_len=4096))
+
+model, model64 = sys.argv[1], sys.argv[2]
+cfg = VllmConfig(model_config=ModelConfig(model=model64, max_model_len=4096))
 cfg.cache_config.kv_cache_layout = "LBNHC"
 spec = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=16, dtype=torch.bfloat16)
 specs = {f"model.layers.{i}.self_attn.attn": spec for i in range(64)}
+
+
 def plan():
     return get_kv_cache_configs(cfg, [specs], [1 << 30])
-plan()
-t = time.perf_counter()
-for _ in range(20):
-    plan()
-print(json.dumps({"seconds": (time.perf_counter() - t) / 20}))
+
+
+def engine():
+    return EngineArgs(model=model, skip_tokenizer_init=True, max_model_len=256).create_engine_config()
+
+
+probes = {"plan": plan, "engine": engine}
+for fn in probes.values():
+    for _ in range(3):
+        fn()
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    name, calls = line.split()
+    fn, calls = probes[name], int(calls)
+    t, c = time.perf_counter_ns(), time.process_time_ns()
+    for _ in range(calls):
+        fn()
+    wall, cpu = time.perf_counter_ns() - t, time.process_time_ns() - c
+    print(json.dumps({"seconds": wall / calls / 1e9, "cpu": cpu / calls / 1e9}), flush=True)
 """
 
+# name in the report -> (worker probe, calls per round)
+ROUND_PROBES = {
+    "get_kv_cache_configs 64 layers": ("plan", 200),
+    "create_engine_config": ("engine", 20),
+}
 
-def probe(runner: Runner, code: str, *args: str) -> dict:
+
+def probe(runner: Runner, slot: int, code: str, *args: str) -> dict:
     env = runner.env(runner.work / "outcomes" / "bench.jsonl")
-    proc = subprocess.run([str(runner.python), "-c", code, *args], env=env, capture_output=True, text=True)
+    python = str(runner.slot_python(slot))
+    proc = subprocess.run([python, "-c", code, *args], env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"probe failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return json.loads(lines[-1])
+
+
+class Worker:
+    """A long-lived probe process in one venv slot."""
+
+    def __init__(self, runner: Runner, slot: int, *args: str) -> None:
+        env = runner.env(runner.work / "outcomes" / "bench.jsonl")
+        self.proc = subprocess.Popen(
+            [str(runner.slot_python(slot)), "-c", WORKER, *args],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.read()
+
+    def read(self) -> dict:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise SystemExit(f"bench worker exited {self.proc.wait()}")
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def round(self, name: str, calls: int) -> dict:
+        self.proc.stdin.write(f"{name} {calls}\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def ratio_stats(stock: list[dict], patched: list[dict]) -> dict:
+    """Per-round CPU-time ratios patched/stock: min, median, quartiles and spread (max - min)."""
+    ratios = sorted(p["cpu"] / s["cpu"] for s, p in zip(stock, patched, strict=True))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {
+        "rounds": len(ratios),
+        "stock_median_cpu_s": statistics.median(s["cpu"] for s in stock),
+        "patched_median_cpu_s": statistics.median(p["cpu"] for p in patched),
+        "stock_median_wall_s": statistics.median(s["seconds"] for s in stock),
+        "patched_median_wall_s": statistics.median(p["seconds"] for p in patched),
+        "ratio_min": ratios[0],
+        "ratio_median": statistics.median(ratios),
+        "ratio_max": ratios[-1],
+        "ratio_spread": ratios[-1] - ratios[0],
+        "ratio_q1": q[0],
+        "ratio_q3": q[2],
+    }
+
+
+def alternate(rep: int) -> tuple[str, str]:
+    return ("stock", "patched") if rep % 2 == 0 else ("patched", "stock")
 
 
 def bench_apply(base, tree: Path, skip_cold: bool) -> dict:
@@ -120,17 +202,7 @@ def bench_apply(base, tree: Path, skip_cold: bool) -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", default="v0.31.0")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--skip-cold", action="store_true", help="skip the cold apply (43 MB download)")
-    ap.add_argument("--json", type=Path, help="also write the results here")
-    args = ap.parse_args()
-    base = get_base(load_bases(ROOT / "bases.toml"), args.base)
-    tree = ROOT / "build" / f"vllm-{args.base}"
-    results: dict = {"apply": bench_apply(base, tree, args.skip_cold)}
-    a = results["apply"]
+def print_apply(a: dict) -> None:
     print(f"apply: warm {a['warm_seconds']:.2f} s, no-op {a['noop_seconds']:.2f} s", end="")
     if "cold_seconds" in a:
         print(
@@ -142,46 +214,76 @@ def main() -> int:
         )
     print()
 
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default="v0.31.0")
+    ap.add_argument("--repeat", type=int, default=6, help="fresh-process `import vllm` samples per side")
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds per in-process probe")
+    ap.add_argument("--skip-cold", action="store_true", help="skip the cold apply (43 MB download)")
+    ap.add_argument("--skip-apply", action="store_true", help="skip the apply timings")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+    base = get_base(load_bases(ROOT / "bases.toml"), args.base)
+    tree = ROOT / "build" / f"vllm-{args.base}"
+    results: dict = {}
+    if not args.skip_apply:
+        results["apply"] = bench_apply(base, tree, args.skip_cold)
+        print_apply(results["apply"])
+
     work = ROOT / "build" / "bench"
     hf_home = work / "hf-home"
     build_hf(hf_home, ROOT / "tests" / "data" / "hf-configs")
-    runner = Runner(ROOT, tree, (ROOT / ".venv-vllm/bin/python").absolute(), work, hf_home)
-    paths = overlay_paths(read_series(ROOT).load())
-    state = load_state(tree)
-    head = state.head
+    python = (ROOT / ".venv-vllm/bin/python").absolute()
+    runner = Runner(ROOT, tree, python, work, hf_home, base, default_cache_dir(), slots=3)
+    # Two hard-linked copies of .venv-vllm (build/bench/venvs/): .venv-vllm itself stays as it is.
+    sides = {"stock": (1, runner.base_commit), "patched": (2, runner.head)}
+    for slot, commit in sides.values():
+        runner.install(slot, commit)
     model = Path(tempfile.mkdtemp(prefix="tiny-llama-"))
     (model / "config.json").write_text(json.dumps(MODEL_CONFIG))
     model64 = Path(tempfile.mkdtemp(prefix="tiny-llama-64-"))
     (model64 / "config.json").write_text(
         json.dumps({**MODEL_CONFIG, "num_hidden_layers": 64, "max_position_embeddings": 4096})
     )
-    samples: dict[str, dict[str, list[float]]] = {}
+    results["load_before"] = os.getloadavg()
+    results["patched_vs_stock"] = {}
+    workers: dict[str, Worker] = {}
     try:
+        samples: dict[str, list[dict]] = {"stock": [], "patched": []}
         for rep in range(args.repeat):
-            for label, commit in (("stock", state.base_commit), ("patched", head)):
-                runner.install(commit, paths)
-                for name, code, extra in (
-                    ("import vllm", PROBE_IMPORT, ()),
-                    ("create_engine_config", PROBE_ENGINE, (str(model),)),
-                    ("get_kv_cache_configs 64 layers", PROBE_PLAN, (str(model64),)),
-                ):
-                    res = probe(runner, code, *extra)
-                    samples.setdefault(name, {}).setdefault(label, []).append(res["seconds"])
-            print(f"  round {rep + 1}/{args.repeat} done", file=sys.stderr)
-        fused = {}
-        for label, commit in (("stock", state.base_commit), ("patched", head)):
-            runner.install(commit, paths)
-            fused[label] = probe(runner, FUSED_PROBE)
+            for side in alternate(rep):
+                samples[side].append(probe(runner, sides[side][0], PROBE_IMPORT))
+        results["patched_vs_stock"]["import vllm"] = ratio_stats(samples["stock"], samples["patched"])
+        workers = {side: Worker(runner, slot, str(model), str(model64)) for side, (slot, _) in sides.items()}
+        for name, (probe_name, calls) in ROUND_PROBES.items():
+            samples = {"stock": [], "patched": []}
+            for rep in range(args.rounds):
+                for side in alternate(rep):
+                    samples[side].append(workers[side].round(probe_name, calls))
+            stats = ratio_stats(samples["stock"], samples["patched"])
+            results["patched_vs_stock"][name] = stats | {"calls_per_round": calls}
+        fused = {side: probe(runner, slot, FUSED_PROBE) for side, (slot, _) in sides.items()}
     finally:
-        runner.install(head, paths)
+        for w in workers.values():
+            w.close()
         shutil.rmtree(model, ignore_errors=True)
         shutil.rmtree(model64, ignore_errors=True)
-    results["patched_vs_stock"] = {}
-    for name, by in samples.items():
-        s, p = statistics.median(by["stock"]), statistics.median(by["patched"])
-        results["patched_vs_stock"][name] = {"stock_s": s, "patched_s": p, "ratio": p / s}
-        verdict = "ok" if p / s <= 1.05 else "OVER 1.05"
-        print(f"{name:32} stock {s * 1e3:9.2f} ms  patched {p * 1e3:9.2f} ms  ratio {p / s:.3f}  {verdict}")
+    results["load_after"] = os.getloadavg()
+    print(
+        f"load average before {results['load_before'][0]:.2f}, after {results['load_after'][0]:.2f} "
+        f"({os.cpu_count()} cores); ratios: patched/stock CPU time per interleaved round"
+    )
+    for name, st in results["patched_vs_stock"].items():
+        verdict = "ok" if st["ratio_median"] <= 1.05 else "OVER 1.05"
+        unit = f"{st['calls_per_round']} calls/round" if "calls_per_round" in st else "1 process/sample"
+        print(
+            f"{name:31} CPU stock {st['stock_median_cpu_s'] * 1e3:9.3f} ms  "
+            f"patched {st['patched_median_cpu_s'] * 1e3:9.3f} ms (wall {st['stock_median_wall_s'] * 1e3:.3f} / "
+            f"{st['patched_median_wall_s'] * 1e3:.3f} ms)  ratio min {st['ratio_min']:.3f} "
+            f"median {st['ratio_median']:.3f} (quartiles {st['ratio_q1']:.3f}-{st['ratio_q3']:.3f}, "
+            f"spread {st['ratio_spread']:.3f}; {st['rounds']} rounds, {unit})  {verdict}"
+        )
     results["fused_pages"] = fused
     for label, f in fused.items():
         print(

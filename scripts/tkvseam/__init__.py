@@ -11,7 +11,8 @@ The library has one module per job; ``cli`` is a thin click layer over them:
 - ``overlay`` the set of patched vllm/ files, manifests, venv overlay
 - ``image``   the Docker overlay image (docker SDK)
 - ``port``    forward-port report against a newer base
-- ``seamtest`` bisect / upstream / plugin test runs against an overlaid venv
+- ``seamtest`` (a package) the test lanes (bisect, full, upstream, plugin) against overlaid venvs
+- ``stylecheck`` upstream's style gate (the base's ruff pin) on the patched files
 """
 
 __version__ = "0.1.0"

@@ -49,6 +49,32 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Plugin:
+    """The plugin release that matches the seam on this base (hash-pinned)."""
+
+    requirement: str = ""
+    hashes: tuple[str, ...] = ()
+
+    def requirements_txt(self) -> str:
+        """The pin as a pip/uv requirements file with --require-hashes lines."""
+        return " ".join([self.requirement, *(f"--hash={h}" for h in self.hashes)]) + "\n"
+
+
+@dataclass(frozen=True)
+class SeamPins:
+    """What the seam is checked with on this base: a new base brings its own.
+
+    ``ruff``: the version of upstream's style gate (its .pre-commit-config.yaml);
+    ``plugin``: the real client; ``upstream_tests``: upstream's test files that
+    must show no new failure on the patched tree.
+    """
+
+    ruff: str = ""
+    plugin: Plugin = field(default_factory=Plugin)
+    upstream_tests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Base:
     name: str
     version: str
@@ -58,6 +84,7 @@ class Base:
     image: Image
     project: str = "vllm"
     queue: Queue = field(default_factory=Queue)  # where this base's series + patches live
+    seam: SeamPins = field(default_factory=SeamPins, compare=False)
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -106,6 +133,7 @@ def _base(name: str, entry: object, path: Path) -> Base:
             image=Image(**entry["image"]),
             project=entry.get("project", "vllm"),
             queue=Queue(**entry["queue"]) if "queue" in entry else Queue.for_base(name),
+            seam=_seam_pins(entry.get("seam", {})),
         )
     except KeyError as e:
         raise SeamError(
@@ -143,6 +171,15 @@ def _check_queues(bases: dict[str, Base], path: Path) -> None:
             if rel in owner:
                 raise SeamError(f"{path}: {name} and {owner[rel]} share the queue path {rel!r}")
             owner[rel] = name
+
+
+def _seam_pins(entry: dict) -> SeamPins:
+    plugin = entry.get("plugin", {})
+    return SeamPins(
+        ruff=entry.get("ruff", ""),
+        plugin=Plugin(plugin.get("requirement", ""), tuple(plugin.get("hashes", ()))),
+        upstream_tests=tuple(entry.get("upstream_tests", ())),
+    )
 
 
 def get_base(

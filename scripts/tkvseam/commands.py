@@ -248,21 +248,39 @@ def overlay_restore(ctx: Context, base_name, tree, python):
 # --------------------------------------------------------------------------- seam tests
 
 
-def _runner(ctx: Context, base_name, tree, python):
-    from .hfcache import build
-    from .seamtest import Runner
+def _runner(ctx: Context, base_name, tree, python, slots):
+    from .seamtest.hfcache import build
+    from .seamtest.runner import Runner
 
     if not python.exists():
         raise SeamError(f"no Python at {python}: the vLLM test venv is missing", hint="make venv-vllm")
     work = ctx.root / "build" / "seamtest"
     hf_home = work / "hf-home"
     build(hf_home, ctx.root / "tests" / "data" / "hf-configs")
-    return Runner(ctx.root, ctx.tree(tree, base_name), python.absolute(), work, hf_home, ctx.progress)
+    return Runner(
+        ctx.root,
+        ctx.tree(tree, base_name),
+        python.absolute(),
+        work,
+        hf_home,
+        ctx.base(base_name),
+        ctx.cache,
+        ctx.progress,
+        slots=slots,
+    )
+
+
+def _default_slots() -> int:
+    return int(os.environ.get("TKV_SEAM_JOBS") or min(4, os.cpu_count() or 1))
 
 
 @click.group()
 def seamtest():
-    """Run the series' tests (bisect, full) and upstream's tests against the venv."""
+    """Run the series' tests (bisect, full) and upstream's tests against the venv.
+
+    Every lane's pytest processes run on --jobs venv slots at once (hard-linked
+    copies of the test venv); `all` schedules the lanes of `make test` together.
+    """
 
 
 def seamtest_command(name: str):
@@ -272,6 +290,15 @@ def seamtest_command(name: str):
         for deco in (
             pass_ctx,
             json_option,
+            click.option(
+                "-j",
+                "--jobs",
+                "slots",
+                type=click.IntRange(1, 16),
+                default=_default_slots,
+                show_default="TKV_SEAM_JOBS or cores, at most 4",
+                help="pytest processes at once (each in its own venv slot).",
+            ),
             python_option,
             tree_option,
             base_option,
@@ -283,32 +310,57 @@ def seamtest_command(name: str):
     return decorate
 
 
-@seamtest_command("bisect")
-def seamtest_bisect(ctx: Context, base_name, tree, python, as_json):
-    """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
+def _run_lanes(ctx: Context, runner, lanes, as_json) -> None:
     from .errors import EXIT_TESTS
-    from .seamtest import bisect
+    from .seamtest.runner import run_lanes
 
-    rows, problems = bisect(_runner(ctx, base_name, tree, python))
-    bad = [r for r in rows if not r.ok]
+    reports = run_lanes(runner, lanes)
+    for rep in reports:
+        for note in rep.notes:
+            click.echo(note, err=True)
     if as_json:
-        emit_json(
-            {
-                "ok": not bad and not problems,
-                "problems": problems,
-                "rows": [dict(vars(r), ok=r.ok) for r in rows],
-            }
-        )
+        data = {rep.lane: rep.data for rep in reports}
+        emit_json(data if len(reports) > 1 else reports[0].data)
     else:
-        click.echo(f"{'k':>2}  {'kind':5}  {'at k':7}  {'at k-1':7}  test")
-        for r in rows:
-            mark = "" if r.ok else "   <-- NOT BISECTABLE"
-            click.echo(f"{r.k:>2}  {r.kind:5}  {r.at_k:7}  {r.at_prev:7}  {r.test}{mark}")
-        for p in problems:
-            click.echo(f"compile: {p}", err=True)
-        click.echo(f"bisect: {len(rows) - len(bad)} passed, {len(bad)} failed")
-    if bad or problems:
+        for rep in reports:
+            if len(reports) > 1:
+                click.echo(f"== {rep.lane}")
+            for line in rep.lines:
+                click.echo(line)
+    if not all(rep.ok for rep in reports):
         sys.exit(EXIT_TESTS)
+
+
+def _patch_numbers(runner, selected: tuple[str, ...]) -> set[int] | None:
+    """--patch 0009 / 9 / fused-kv-pages / 0009-fused-kv-pages.patch -> {9}."""
+    if not selected:
+        return None
+    out = set()
+    for want in selected:
+        for k, patch in enumerate(runner.patches, 1):
+            stem = patch.name.removesuffix(".patch")
+            if want in (patch.name, stem, stem.split("-", 1)[1]) or (want.isdigit() and int(want) == k):
+                out.add(k)
+                break
+        else:
+            names = ", ".join(p.name for p in runner.patches)
+            raise SeamError(f"no patch {want!r} in the series ({names})", hint="tkv-seam seamtest bisect")
+    return out
+
+
+@seamtest_command("bisect")
+@click.option(
+    "--patch",
+    "patches",
+    multiple=True,
+    help="Only this patch (number, slug or file name; repeatable): its Tests at k and k-1.",
+)
+def seamtest_bisect(ctx: Context, base_name, tree, python, slots, as_json, patches):
+    """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
+    from .seamtest.bisect import BisectLane
+
+    runner = _runner(ctx, base_name, tree, python, slots)
+    _run_lanes(ctx, runner, [BisectLane(_patch_numbers(runner, patches))], as_json)
 
 
 @seamtest_command("full")
@@ -317,63 +369,55 @@ def seamtest_bisect(ctx: Context, base_name, tree, python, as_json):
     is_flag=True,
     help="Run with the platform reporting is_cuda_alike()/is_cuda() (CUDA-only branches).",
 )
-def seamtest_full(ctx: Context, base_name, tree, python, as_json, cuda_alike):
+def seamtest_full(ctx: Context, base_name, tree, python, slots, as_json, cuda_alike):
     """Every test the series names, on the full series."""
-    from .errors import EXIT_TESTS
-    from .seamtest import full
+    from .seamtest.full import CudaAlikeLane, FullLane
 
-    results = full(_runner(ctx, base_name, tree, python), cuda_alike=cuda_alike)
-    bad = {n: o for n, o in results.items() if o != "passed"}
-    if as_json:
-        emit_json({"ok": not bad, "results": results})
-    else:
-        for n, o in results.items():
-            click.echo(f"{o:8} {n}")
-        click.echo(f"seam tests: {len(results) - len(bad)} passed, {len(bad)} failed")
-    if bad:
-        sys.exit(EXIT_TESTS)
+    lane = CudaAlikeLane() if cuda_alike else FullLane()
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane], as_json)
+
+
+no_cache_option = click.option(
+    "--no-cache", is_flag=True, help="Re-run the stock baseline of upstream's tests (and re-cache it)."
+)
 
 
 @seamtest_command("upstream")
-@click.option("--file", "files", multiple=True, help="Upstream test file (repeatable) [default: the six].")
-def seamtest_upstream(ctx: Context, base_name, tree, python, as_json, files):
+@click.option("--file", "files", multiple=True, help="Upstream test file (repeatable) [default: the base's].")
+@no_cache_option
+def seamtest_upstream(ctx: Context, base_name, tree, python, slots, as_json, files, no_cache):
     """Upstream test files on stock and on the full series: no new failure."""
-    from .errors import EXIT_TESTS
-    from .seamtest import UPSTREAM_FILES, upstream
+    from .seamtest.upstream import UpstreamLane
 
-    results = upstream(_runner(ctx, base_name, tree, python), tuple(files) or UPSTREAM_FILES)
-    bad = [r for r in results if r.regressions]
-    if as_json:
-        emit_json({"ok": not bad, "files": [r.to_json() for r in results]})
-    else:
-        for r in results:
-            fmt = lambda c: ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "nothing ran"  # noqa: E731
-            click.echo(f"{r.file}\n    stock:   {fmt(r.stock)}\n    patched: {fmt(r.patched)}")
-            for nid in r.regressions:
-                click.echo(f"    NEW FAILURE: {nid}")
-        click.echo(
-            f"upstream: {len(results) - len(bad)} passed, {len(bad)} failed (files without new failures)"
-        )
-    if bad:
-        sys.exit(EXIT_TESTS)
+    lane = UpstreamLane(tuple(files), use_cache=not no_cache)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane], as_json)
+
+
+@seamtest_command("plugin")
+def seamtest_plugin(ctx: Context, base_name, tree, python, slots, as_json):
+    """The base's turbo-attn pin: breaks stock vLLM, loads and plans on the patched vLLM."""
+    from .seamtest.plugin import PluginLane
+
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [PluginLane()], as_json)
+
+
+@seamtest_command("all")
+@no_cache_option
+def seamtest_all(ctx: Context, base_name, tree, python, slots, as_json, no_cache):
+    """Every lane of `make test` (bisect, full, full-cuda, upstream, plugin, differential) in one schedule."""
+    from .seamtest.lanes import DEFAULT, LANES
+    from .seamtest.upstream import UpstreamLane
+
+    lanes = [UpstreamLane(use_cache=not no_cache) if n == "upstream" else LANES[n]() for n in DEFAULT]
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), lanes, as_json)
 
 
 @seamtest_command("differential")
-def seamtest_differential(ctx: Context, base_name, tree, python, as_json):
-    """Patched vs pristine v0.31.0 modules on random inputs (tests/differential), full series."""
-    from .errors import EXIT_TESTS
-    from .seamtest import differential
+def seamtest_differential(ctx: Context, base_name, tree, python, slots, as_json):
+    """Patched vs pristine base modules on random inputs (tests/differential), full series."""
+    from .seamtest.differential import DifferentialLane
 
-    results = differential(_runner(ctx, base_name, tree, python))
-    bad = {n: o for n, o in results.items() if o != "passed"}
-    if as_json:
-        emit_json({"ok": not bad, "results": results})
-    else:
-        for n, o in results.items():
-            click.echo(f"{o:8} {n}")
-        click.echo(f"differential: {len(results) - len(bad)} passed, {len(bad)} failed")
-    if bad:
-        sys.exit(EXIT_TESTS)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [DifferentialLane()], as_json)
 
 
 @click.command()
@@ -382,36 +426,15 @@ def seamtest_differential(ctx: Context, base_name, tree, python, as_json):
 @click.option("--ruff", default=None, help="ruff executable [default: the one beside this Python].")
 @pass_ctx
 def stylecheck(ctx: Context, base_name, tree, ruff):
-    """Run vLLM's style gate (ruff check + format, the tree's pyproject) on every patched .py file."""
+    """Run the base's style gate (its ruff pin, the tree's pyproject) on every patched .py file."""
     from .stylecheck import stylecheck as run_stylecheck
 
-    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ruff, ctx.base(base_name).queue)
+    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ctx.base(base_name), ctx.cache, ruff)
     for p in problems:
         click.echo(p, err=True)
     click.echo(f"stylecheck: {len(problems)} problem(s)" if problems else "stylecheck: ok")
     if problems:
         sys.exit(EXIT_LINT)
-
-
-@seamtest_command("plugin")
-def seamtest_plugin(ctx: Context, base_name, tree, python, as_json):
-    """turbo-attn 0.70.1: breaks stock v0.31.0, loads and plans on the patched vLLM."""
-    from .errors import EXIT_TESTS
-    from .seamtest import plugin
-
-    results = plugin(_runner(ctx, base_name, tree, python))
-    bad = {(label, n): o for label, rows in results.items() for n, o in rows.items() if o != "passed"}
-    empty = [label for label, rows in results.items() if not rows]
-    if as_json:
-        emit_json({"ok": not bad and not empty, "results": results})
-    else:
-        for label, rows in results.items():
-            for n, o in rows.items():
-                click.echo(f"{label:8} {o:8} {n}")
-        total = sum(len(rows) for rows in results.values())
-        click.echo(f"plugin: {total - len(bad)} passed, {len(bad)} failed")
-    if bad or empty:
-        sys.exit(EXIT_TESTS)
 
 
 # --------------------------------------------------------------------------- image
@@ -429,8 +452,8 @@ def seamtest_plugin(ctx: Context, base_name, tree, python, as_json):
 @click.option(
     "--turbo-attn",
     # not envvar=: click treats an empty variable as unset, and TURBO_ATTN= must skip the plugin
-    default=lambda: os.environ.get("TURBO_ATTN", "turbo-attn==0.70.1"),
-    show_default="turbo-attn==0.70.1",
+    default=lambda: os.environ.get("TURBO_ATTN"),
+    show_default="the base's plugin pin in bases.toml",
     help="Plugin requirement installed in the image (env TURBO_ATTN); empty skips it.",
 )
 @click.option(
@@ -582,7 +605,7 @@ def port(ctx: Context, base_name, to_name, tree, mode, verdict, reason, force, a
             _echo_state(p.status(to_base, dest), as_json)
             return
         if mode == "finish":
-            done = p.finish(ctx.root, to_base, dest, force)
+            done = p.finish(ctx.root, to_base, dest, force, cache=ctx.cache)
             _echo_finished(done, to_base, as_json)
             if done.problems:
                 sys.exit(EXIT_LINT)
@@ -595,7 +618,7 @@ def port(ctx: Context, base_name, to_name, tree, mode, verdict, reason, force, a
         else:
             p.start(ctx.root, from_base, to_base, ctx.cache, dest, ctx.progress)
         # every patch is through: the last step writes the queue (as --finish)
-        done = p.finish(ctx.root, to_base, dest, force)
+        done = p.finish(ctx.root, to_base, dest, force, cache=ctx.cache)
         _echo_finished(done, to_base, as_json)
         if done.problems:
             sys.exit(EXIT_LINT)

@@ -96,11 +96,13 @@ def build(
     tree: Path,
     base: Base,
     base_image: str | None = None,
-    turbo_attn: str = "turbo-attn==0.70.1",
+    turbo_attn: str | None = None,
     stand_in: bool = False,
     tag: str | None = None,
     log: Callable[[str], None] = print,
 ) -> ImageResult:
+    if turbo_attn is None:  # the base's pin (bases.toml); "" installs no plugin
+        turbo_attn = base.seam.plugin.requirement
     api = client()
     # Pinned by digest once bases.toml records the full index digest (only a prefix is known today).
     base_image = base_image or (

@@ -91,7 +91,9 @@ def install(stage: Path, vllm_dir: Path, base_label: str, keep_state: bool) -> l
     }
     if keep_state:
         if changed:
-            state_path.write_text(
+            # By rename, like the files: a hard-linked copy of the venv must keep its own record.
+            tmp = state_path.with_name(f".{STATE}.tkv-seam-tmp")
+            tmp.write_text(
                 json.dumps(
                     {
                         "series_digest": manifest.get("series_digest"),
@@ -102,6 +104,7 @@ def install(stage: Path, vllm_dir: Path, base_label: str, keep_state: bool) -> l
                 )
                 + "\n"
             )
+            os.replace(tmp, state_path)
         elif state_path.exists():
             state_path.unlink()
     return written

@@ -30,7 +30,7 @@ from unidiff import PatchSet
 
 from . import git
 from .apply import BASE_TAG, BRANCH, inputs_digest
-from .bases import Base, base_repo
+from .bases import Base, base_repo, default_cache_dir
 from .errors import ApplyError, PortStopped, RefusedError, SeamError
 from .patch import Patch, _diagnose, hunk_start, parse_text, replay_file, split_lines
 from .progress import QUIET, Progress
@@ -969,7 +969,14 @@ class Finished:
     problems: list[str]
 
 
-def finish(root: Path, to_base: Base, dest: Path, force: bool = False, ruff: str | None = None) -> Finished:
+def finish(
+    root: Path,
+    to_base: Base,
+    dest: Path,
+    force: bool = False,
+    ruff: str | None = None,
+    cache: Path | None = None,
+) -> Finished:
     """Write ``to_base``'s own queue from the port tree's commits; lint it and run the style gate."""
     from .export import export_texts, write_queue
     from .lint import lint
@@ -1008,7 +1015,7 @@ def finish(root: Path, to_base: Base, dest: Path, force: bool = False, ruff: str
     ).save(tree)
     problems = [f"lint: {p}" for p in lint(root, to_base.queue)]
     try:
-        problems += stylecheck(root, tree, ruff, to_base.queue)
+        problems += stylecheck(root, tree, to_base, cache or default_cache_dir(), ruff)
     except SeamError as e:
         problems.append(f"stylecheck: {e.message}")
     state.finished = True

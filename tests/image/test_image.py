@@ -21,7 +21,7 @@ from tkvseam.bases import default_cache_dir
 from tkvseam.cli import main
 from tkvseam.overlay import overlay_paths
 from tkvseam.series import read_series
-from tkvseam.standin import VLLM_PATH, build_stand_in, rootfs
+from .standin import VLLM_PATH, build_stand_in, rootfs
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "v0.31.0"

@@ -3,7 +3,11 @@
 Every test that lets vLLM load the plugin runs its body in a fresh interpreter
 (``run_vllm_script``): plugin registration patches vLLM process-wide (backend
 slot, cache dtypes, ``Attention.get_kv_cache_spec``, the bypass flag), so it must
-never happen inside the pytest process or be shared between tests.
+never happen inside the pytest process. Checks whose setup is the same (plugin
+loaded, default environment) may share one interpreter (``run_vllm_scripts``:
+one script per check, in a fixed order, each reporting on its own); a check
+that changes process-wide state (``tkv-bypass``) or needs another environment
+gets its own.
 
 The plugin comes from ``TKV_SEAM_PLUGIN_PATH``: a directory that
 ``pip install --no-deps --target DIR turbo-attn==0.70.1`` filled. It is prepended
@@ -127,6 +131,42 @@ def vllm_env(tmp_path: Path, *, vllm_plugins: str | None = None) -> dict[str, st
     else:
         env["VLLM_PLUGINS"] = vllm_plugins
     return env
+
+
+# Runs several check scripts in one interpreter, in order: each with its own argv and
+# globals, its own ``emit``; an exception in one is reported as that part's "error".
+_PARTS = """
+import sys
+import traceback
+
+_results = {}
+for _name, _source, _args in _json.loads(sys.argv[1]):
+    _got = []
+    sys.argv = [sys.argv[0], *_args]
+    try:
+        exec(compile(_source, f"<{_name}>", "exec"), {"__name__": "__main__", "emit": lambda **r: _got.append(r)})
+        _results[_name] = _got[0] if len(_got) == 1 else {"error": f"{len(_got)} result lines"}
+    except BaseException:
+        _results[_name] = {"error": traceback.format_exc()}
+emit(**_results)
+"""
+
+
+def run_vllm_scripts(parts: list[tuple[str, str, list[str]]], tmp_path: Path) -> dict[str, dict]:
+    """Run ``(name, script, args)`` parts in one fresh interpreter, in order; ``{name: result}``.
+
+    A part that raised has ``{"error": traceback}`` as its result (see ``part``).
+    """
+    payload = json.dumps([(name, textwrap.dedent(script), list(args)) for name, script, args in parts])
+    return run_vllm_script(_PARTS, tmp_path, payload)
+
+
+def part(results: dict[str, dict], name: str) -> dict:
+    """One part's result; fails the test with the part's traceback when it raised."""
+    result = results[name]
+    if set(result) == {"error"}:
+        pytest.fail(f"{name} raised in the vLLM subprocess:\n{result['error']}", pytrace=False)
+    return result
 
 
 def run_vllm_script(script: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> dict:

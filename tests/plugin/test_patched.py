@@ -8,14 +8,19 @@ plugin cannot load there (see test_stock.py).
 
 A subprocess costs ~20 s (vLLM + tkv imports) and one building an engine config
 another ~20 s (vLLM inspects the model class in a subprocess of its own, which
-loads the plugin too), so related checks share a subprocess.
+loads the plugin too), so the checks that need the same setup share one
+(``shared``, a module fixture): backend resolution first (``EngineArgs`` alone
+loads the plugin there), then registration, then planning. ``tkv-bypass``
+marks bypass process-wide: it keeps a process of its own.
 """
 
 from __future__ import annotations
 
 import json
 
-from ._helpers import TKV_BACKEND_PATH, run_vllm_script, write_tiny_model
+import pytest
+
+from ._helpers import TKV_BACKEND_PATH, part, run_vllm_script, run_vllm_scripts, write_tiny_model
 
 TKV_SPECS = "tkv.integrations.vllm.specs"
 TKV_FULL_SPEC = f"{TKV_SPECS}.TkvFullAttentionSpec"
@@ -286,8 +291,24 @@ def _ok(part: dict) -> dict:
     return part["ok"]
 
 
-def test_plugin_loads_registers_dtypes_and_fills_turbo_attn_slot(tmp_path):
-    result = run_vllm_script(REGISTRATION, tmp_path)
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """Resolution, registration and planning in one vLLM subprocess (same setup), in that order."""
+    tmp_path = tmp_path_factory.mktemp("shared")
+    model = write_tiny_model(tmp_path / "model")
+    model_n = write_tiny_model(tmp_path / "model-n", num_hidden_layers=len(MIXED_BITS))
+    return run_vllm_scripts(
+        [
+            ("backend_resolution", BACKEND_RESOLUTION, [str(model)]),
+            ("registration", REGISTRATION, []),
+            ("planning", PLANNING, [str(model_n), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS)]),
+        ],
+        tmp_path,
+    )
+
+
+def test_plugin_loads_registers_dtypes_and_fills_turbo_attn_slot(shared):
+    result = part(shared, "registration")
 
     assert result["overridden"] is True, result
     assert result["path"] == TKV_BACKEND_PATH, result
@@ -305,10 +326,8 @@ def test_plugin_loads_registers_dtypes_and_fills_turbo_attn_slot(tmp_path):
     assert result["cli"] == {"tkv": "tkv", "tkv-bypass": "tkv-bypass"}, result
 
 
-def test_turbo_attn_resolved_from_tkv_dtype_and_from_cli_spelling(tmp_path):
-    model = write_tiny_model(tmp_path / "model")
-
-    result = run_vllm_script(BACKEND_RESOLUTION, tmp_path, str(model))
+def test_turbo_attn_resolved_from_tkv_dtype_and_from_cli_spelling(shared):
+    result = part(shared, "backend_resolution")
 
     # --kv-cache-dtype tkv alone: the backend is TURBO_ATTN although nobody named it.
     dtype_only = _ok(result["dtype_only"])
@@ -325,11 +344,10 @@ def test_turbo_attn_resolved_from_tkv_dtype_and_from_cli_spelling(tmp_path):
     assert cli["backend_path"] == TKV_BACKEND_PATH, cli
 
 
-def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity(tmp_path):
+def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity(shared):
     n = len(MIXED_BITS)
-    model = write_tiny_model(tmp_path / "model", num_hidden_layers=n)
 
-    result = run_vllm_script(PLANNING, tmp_path, str(model), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS))
+    result = part(shared, "planning")
 
     spec, uniform, fused = result["spec"], result["uniform"], result["fused"]
     names = spec["names"]

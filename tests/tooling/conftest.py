@@ -139,6 +139,7 @@ queue = {where}
 commit_prefixes = ["{(commit or up.commit)[:9]}", "{(commit or up.commit)[:12]}"]
 sdist = {{ filename = "{up.tarball.name}", size = {up.size}, sha256 = "{sha256 or up.sha256}" }}
 image = {{ name = "example/vllm:{NAME}", revision_prefix = "{up.commit[:12]}" }}
+seam = {{ ruff = "0.14.0" }}
 """
 
 

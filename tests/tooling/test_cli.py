@@ -212,10 +212,10 @@ def test_refresh_keeps_header_fields_a_hand_made_commit_lost(project):
     make_two_patches(project)
     git.run(project.tree, "commit", "-q", "--amend", "-m", "add-mul: add mul()\n\nAdds mul(), reworded.\n")
     out = project.refresh().output
-    assert "updated (kept Depends-on, Reason, Tests, Verdict) patches/0002-add-mul.patch" in out
+    assert "updated (kept Depends-on, Reason, Tests, Upstream, Verdict) patches/0002-add-mul.patch" in out
     text = (project.root / "patches/0002-add-mul.patch").read_text()
     assert (
-        "Adds mul(), reworded.\n\nVerdict: still needed\nReason: upstream lacks it\nDepends-on: cache-tweak\n"
-        in text
+        "Adds mul(), reworded.\n\nVerdict: still needed\nReason: upstream lacks it\n"
+        "Upstream: upstreamable\nDepends-on: cache-tweak\n" in text
     )
     assert "lint: ok" in project.cli("lint").output

@@ -314,7 +314,10 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
     assert "stopped at 0006-register.patch: likely obsolete" in err
     msg = git.out(tree, "log", "-1", "--format=%an <%ae>%n%B", "HEAD~4")
     assert msg.startswith(AUTHOR + "\nadd-mul: add mul()")
-    assert "Verdict: re-expressed\nReason: upstream rewrote sub()\nDepends-on: none\nTests: tests/" in msg
+    assert (
+        "Verdict: re-expressed\nReason: upstream rewrote sub()\nUpstream: upstreamable\nDepends-on: none\n"
+        "Tests: tests/" in msg
+    )
     res = _port(pproject, "--skip", "--reason", "upstream added register() itself")
     assert "1 skipped" in res.output and "lint + style gate: ok" in res.output
     queue = pproject.root / "patches" / NEXT

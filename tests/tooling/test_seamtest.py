@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tkvseam.hfcache import SNAPSHOT, build
-from tkvseam.seamtest import BisectRow, fold
+from tkvseam.seamtest.bisect import BisectRow
+from tkvseam.seamtest.hfcache import SNAPSHOT, build
+from tkvseam.seamtest.outcomes import fold
 
 F = "tests/v1/core/test_x.py"
 
@@ -43,3 +44,57 @@ def test_offline_hf_cache_has_config_only_snapshots(tmp_path):
     assert sorted(p.name for p in (repo / "snapshots" / SNAPSHOT).iterdir()) == ["config.json"]
     assert (repo / ".no_exist" / SNAPSHOT / "tokenizer.json").exists()
     assert (hub / "models--dummy/refs/main").exists()
+
+
+def test_next_version_of_a_test_file_sits_beside_it():
+    from tkvseam.seamtest.bisect import _next_name
+
+    assert _next_name("tests/v1/core/test_x.py") == "tests/v1/core/test_x__next.py"
+
+
+def test_probe_names_the_prefix_a_patch_ran_at():
+    from tkvseam.seamtest.bisect import Probe
+
+    assert Probe(patch=3, prefix=2).before and not Probe(patch=3, prefix=3).before
+
+
+def test_scheduler_runs_every_job_once_longest_first_and_reraises(tmp_path, monkeypatch):
+    import threading
+
+    import pytest
+
+    from tkvseam.errors import SeamError
+    from tkvseam.seamtest.runner import Job, JobResult, Root, Runner
+
+    r = Runner.__new__(Runner)  # no build tree: run_job is replaced below
+    r.work, r.slots, r._lock, r._installed = tmp_path, 1, threading.Lock(), {}
+    r.slot_python = lambda i: tmp_path / f"py{i}"
+    r.install = lambda slot, commit: None
+    r.commits, r.base_commit = ["c1"], "c0"
+    order = []
+
+    def run_job(job, slot):
+        order.append(job.label)
+        if job.label == "boom":
+            raise SeamError("boom")
+        return JobResult(job, {}, job.estimate, "", tmp_path / "log", slot)
+
+    monkeypatch.setattr(r, "run_job", run_job, raising=False)
+    jobs = [Job(name, "c1", Root(), (), estimate=est) for name, est in (("a", 1), ("b", 9), ("c", 5))]
+    done = r.run(jobs)
+    assert order == ["b", "c", "a"] and set(done) == {"a", "b", "c"}
+    # the measured seconds order the next run
+    assert (tmp_path / "job-seconds.json").exists()
+    with pytest.raises(SeamError):
+        r.run([Job("boom", "c1", Root(), ())])
+
+
+def test_bases_carry_their_own_seam_pins():
+    from pathlib import Path
+
+    from tkvseam.bases import load_bases
+
+    b = load_bases(Path(__file__).resolve().parents[2] / "bases.toml")["v0.31.0"]
+    assert b.seam.ruff and b.seam.upstream_tests
+    req = b.seam.plugin.requirements_txt()
+    assert req.startswith(b.seam.plugin.requirement + " --hash=sha256:")

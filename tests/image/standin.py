@@ -16,10 +16,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from . import git
-from .errors import SeamError
-from .image import REVISION_LABEL, STAND_IN_LABEL
-from .progress import QUIET, Progress
+from tkvseam import git
+from tkvseam.errors import SeamError
+from tkvseam.image import REVISION_LABEL, STAND_IN_LABEL
+from tkvseam.progress import QUIET, Progress
 
 VLLM_PATH = "usr/local/lib/python3.12/dist-packages/vllm"
 SUITE = "bookworm"

@@ -1,0 +1,199 @@
+"""Bisect: patch k's Tests pass at prefix k and fail at prefix k-1; its Guards pass at k.
+
+One pytest process per prefix j runs patch j's nodes (expected to pass) and patch
+j+1's nodes (expected to fail) together: 10 processes for 10 patches instead of
+18. Each node must run in the test files of its own patch's commit. When patch
+j+1 changes a test file patch j's nodes live in, commit j+1's version of that
+file is added beside commit j's as ``<stem>__next.py`` (same directory: same
+conftest, same imports) and its node ids are mapped back. When patch j+1
+changes anything else under ``tests/`` (a conftest, a helper), the two groups
+run in separate processes, as before. Every prefix byte-compiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from .. import git
+from .outcomes import FAILED, PASSED, fold
+from .runner import Job, JobResult, LaneReport, Root, Runner
+
+NEXT_SUFFIX = "__next"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Patch ``patch``'s nodes run at prefix ``prefix`` (``patch`` itself or ``patch - 1``)."""
+
+    patch: int
+    prefix: int
+
+    @property
+    def before(self) -> bool:
+        return self.prefix == self.patch - 1
+
+
+@dataclass
+class BisectRow:
+    k: int
+    patch: str
+    test: str
+    kind: str  # "test" or "guard"
+    at_k: str
+    at_prev: str
+
+    @property
+    def ok(self) -> bool:
+        if self.kind == "guard":
+            return self.at_k == PASSED
+        return self.at_k == PASSED and self.at_prev == FAILED
+
+
+def _file(node: str) -> str:
+    return node.split("::", 1)[0]
+
+
+def _next_name(path: str) -> str:
+    p = PurePosixPath(path)
+    return str(p.with_name(f"{p.stem}{NEXT_SUFFIX}{p.suffix}"))
+
+
+def compile_errors(tree, commit: str, paths: list[str]) -> list[str]:
+    """Byte-compile (in memory) every .py file ``paths`` names at ``commit``; return the failures."""
+    errors = []
+    for path in paths:
+        if not path.endswith(".py"):
+            continue
+        proc = git.run(tree, "show", f"{commit}:{path}", check=False)
+        if proc.returncode != 0:
+            continue  # not yet created at this prefix
+        try:
+            compile(proc.stdout, path, "exec")
+        except SyntaxError as e:
+            errors.append(f"{path}:{e.lineno}: {e.msg}")
+    return errors
+
+
+class BisectLane:
+    name = "bisect"
+
+    def __init__(self, only: set[int] | None = None) -> None:
+        self.only = only  # patch numbers (1-based) to bisect; None: all
+        self.problems: list[str] = []
+        # Probe -> (job label, {requested node id -> node id in that job's root})
+        self._probes: dict[Probe, tuple[str, dict[str, str]]] = {}
+
+    def _nodes(self, r: Runner, k: int) -> list[str]:
+        if not 1 <= k <= len(r.patches) or (self.only is not None and k not in self.only):
+            return []
+        h = r.patches[k - 1].header
+        return list(dict.fromkeys(h.tests + h.guards))
+
+    def jobs(self, r: Runner) -> list[Job]:
+        chain = r.chain
+        touched: list[str] = []
+        for j in range(1, len(chain)):
+            touched += [fc.path for fc in r.patches[j - 1].files]
+            if self.only is None or j in self.only or j + 1 in self.only:
+                self.problems += [
+                    f"prefix {j}: {e}" for e in compile_errors(r.tree, chain[j], sorted(set(touched)))
+                ]
+        jobs = []
+        for j in range(len(chain)):
+            here, nxt = self._nodes(r, j), self._nodes(r, j + 1)
+            if not here and not nxt:
+                continue
+            label = f"bisect-at-{j:02d}"
+            if here and nxt:
+                merged = self._merge(r, j, here, nxt)
+                if merged is None:  # patch j+1 changes shared test scaffolding: two processes
+                    jobs.append(
+                        self._job(r, f"{label}-patch-{j:02d}", j, Root(chain[j]), {Probe(j, j): here})
+                    )
+                    jobs.append(
+                        self._job(
+                            r, f"{label}-patch-{j + 1:02d}", j, Root(chain[j + 1]), {Probe(j + 1, j): nxt}
+                        )
+                    )
+                else:
+                    root, renamed = merged
+                    jobs.append(
+                        self._job(r, label, j, root, {Probe(j, j): here, Probe(j + 1, j): nxt}, renamed)
+                    )
+            elif here:
+                jobs.append(self._job(r, label, j, Root(chain[j]), {Probe(j, j): here}))
+            else:
+                jobs.append(self._job(r, label, j, Root(chain[j + 1]), {Probe(j + 1, j): nxt}))
+        return jobs
+
+    def _merge(self, r: Runner, j: int, here: list[str], nxt: list[str]):
+        """A root holding patch j's files at j and patch j+1's at j+1, or None when they cannot share one."""
+        chain = r.chain
+        changed = set(
+            git.out(
+                r.tree, "diff", "--name-only", chain[j], chain[j + 1], "--", "tests", "pyproject.toml"
+            ).split()
+        )
+        next_files = {_file(n) for n in nxt}
+        if not changed <= next_files:
+            return None
+        extra, renamed = [], {}
+        for path in sorted(next_files & changed):
+            existed = git.run(r.tree, "cat-file", "-e", f"{chain[j]}:{path}", check=False).returncode == 0
+            dest = _next_name(path) if existed else path
+            extra.append((dest, chain[j + 1], path))
+            renamed[path] = dest
+        return Root(chain[j], tuple(extra)), renamed
+
+    def _job(self, r, label, prefix, root, probes: dict[Probe, list[str]], renamed=None) -> Job:
+        renamed = renamed or {}
+        targets: list[str] = []
+        for probe, nodes in probes.items():
+            mapping = {}
+            for node in nodes:
+                f = _file(node)
+                local = (
+                    node if probe.prefix == probe.patch or f not in renamed else renamed[f] + node[len(f) :]
+                )
+                mapping[node] = local
+                targets.append(local)
+            self._probes[probe] = (label, mapping)
+        return Job(label, r.chain[prefix], root, tuple(dict.fromkeys(targets)), estimate=40.0)
+
+    def outcome(self, done: Mapping[str, JobResult], probe: Probe, node: str) -> str:
+        if probe not in self._probes:
+            return "not run"
+        label, mapping = self._probes[probe]
+        return fold(done[label].rows, mapping[node])
+
+    def rows(self, r: Runner, done: Mapping[str, JobResult]) -> list[BisectRow]:
+        rows = []
+        for k, patch in enumerate(r.patches, 1):
+            if self.only is not None and k not in self.only:
+                continue
+            h = patch.header
+            for kind, nodes in (("test", h.tests), ("guard", h.guards)):
+                for node in nodes:
+                    at_k = self.outcome(done, Probe(k, k), node)
+                    at_prev = self.outcome(done, Probe(k, k - 1), node)
+                    rows.append(BisectRow(k, patch.name, node, kind, at_k, at_prev))
+        return rows
+
+    def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:
+        rows = self.rows(r, done)
+        bad = [row for row in rows if not row.ok]
+        lines = [f"{'k':>2}  {'kind':5}  {'at k':7}  {'at k-1':7}  test"]
+        for row in rows:
+            mark = "" if row.ok else "   <-- NOT BISECTABLE"
+            lines.append(f"{row.k:>2}  {row.kind:5}  {row.at_k:7}  {row.at_prev:7}  {row.test}{mark}")
+        lines += [f"compile: {p}" for p in self.problems]
+        lines.append(f"bisect: {len(rows) - len(bad)} passed, {len(bad)} failed")
+        ok = not bad and not self.problems
+        data = {
+            "ok": ok,
+            "problems": self.problems,
+            "rows": [dict(vars(row), ok=row.ok) for row in rows],
+        }
+        return LaneReport(self.name, ok, lines, data)

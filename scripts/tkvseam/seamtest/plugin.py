@@ -1,0 +1,92 @@
+"""Plugin: the real client (turbo-attn) breaks stock vLLM and works on the patched one.
+
+The release is the base's pin (``bases.toml``: ``<base>.seam.plugin``), installed
+``--no-deps`` with its hash into ``build/plugin/`` and never into a venv; the
+tests find it through ``TKV_SEAM_PLUGIN_PATH``. ``tests/plugin/test_stock.py``
+runs with the base's files in the venv, ``test_patched.py`` with the full
+series', each in its own pytest process (two slots: side by side). The tests
+start one vLLM subprocess per group of checks that may share a process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import SeamError
+from .outcomes import PASSED
+from .runner import Job, JobResult, LaneReport, Root, Runner
+
+PLUGIN_STOCK = "tests/plugin/test_stock.py"
+PLUGIN_PATCHED = "tests/plugin/test_patched.py"
+
+
+def plugin_dir(r: Runner) -> Path:
+    """The base's plugin pin installed with --no-deps into its own --target dir (hash-checked by uv)."""
+    pin = r.base.seam.plugin
+    if not pin.requirement:
+        raise SeamError(
+            f"bases.toml pins no plugin release for {r.base.name}",
+            hint=f'add ["{r.base.name}".seam] plugin = {{ requirement = ..., hashes = [...] }}',
+        )
+    target = r.work.parent / "plugin" / pin.requirement.replace("==", "-")
+    requirements = pin.requirements_txt()
+    stamp = target / ".requirements"
+    if stamp.exists() and stamp.read_text() == requirements:
+        return target
+    req = r.work / "plugin-requirements.txt"
+    req.parent.mkdir(parents=True, exist_ok=True)
+    req.write_text(requirements)
+    uv = Path(os.environ.get("UV") or Path(__file__).resolve().parents[3] / ".venv/bin/uv")
+    cmd = [
+        str(uv if uv.exists() else "uv"),
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--require-hashes",
+        "--target",
+        str(target),
+        "-p",
+        str(r.python),
+        "-r",
+        str(req),
+    ]
+    r.progress.step(f"install {pin.requirement} into {target}")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SeamError(
+            f"cannot install the plugin: {proc.stderr.strip()}", hint="check network access to PyPI"
+        )
+    stamp.write_text(requirements)
+    return target
+
+
+class PluginLane:
+    name = "plugin"
+    sides = (("stock", PLUGIN_STOCK), ("patched", PLUGIN_PATCHED))
+
+    def jobs(self, r: Runner) -> list[Job]:
+        env = (("TKV_SEAM_PLUGIN_PATH", str(plugin_dir(r))),)
+        commits = {"stock": r.base_commit, "patched": r.head}
+        return [
+            Job(f"plugin-{side}", commits[side], Root(None), (test_file,), env, estimate=120.0)
+            for side, test_file in self.sides
+        ]
+
+    def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:
+        results = {
+            side: {nid: row["outcome"] for nid, row in done[f"plugin-{side}"].rows.items()}
+            for side, _ in self.sides
+            if f"plugin-{side}" in done
+        }
+        bad = {(side, n): o for side, rows in results.items() for n, o in rows.items() if o != PASSED}
+        empty = [side for side, _ in self.sides if not results.get(side)]
+        lines = [f"{side:8} {o:8} {n}" for side, rows in results.items() for n, o in rows.items()]
+        total = sum(len(rows) for rows in results.values())
+        lines.append(f"plugin: {total - len(bad)} passed, {len(bad)} failed")
+        lines += [f"plugin: nothing ran on {side}" for side in empty]
+        ok = not bad and not empty
+        return LaneReport(self.name, ok, lines, {"ok": ok, "results": results})
