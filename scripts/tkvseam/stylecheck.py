@@ -46,7 +46,12 @@ def _ruff(version: str, cache: Path, explicit: str | None) -> str:
 def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> list[str]:
     """Problems reported by ``ruff check`` and ``ruff format --check`` on the series' .py files."""
     files = sorted(
-        {fc.path for p in read_series(root, base.queue, base.name).load() for fc in p.files if fc.new and fc.path.endswith(".py")}
+        {
+            fc.path
+            for p in read_series(root, base.queue, base.name).load()
+            for fc in p.files
+            if fc.new and fc.path.endswith(".py")
+        }
     )
     if not files:
         return []
