@@ -422,7 +422,7 @@ def obsolete_evidence(tree: Path, patch: Patch) -> tuple[list[str], dict[tuple[s
             if name in new_names:
                 found.append(f"{name} (defined in {fc.path})")
                 continue
-            hit = _grep_def(tree, name)
+            hit = _grep_def(tree, name, defs_only=True)  # a module variable elsewhere (logger) is no evidence
             if hit:
                 found.append(f"{name} (defined in {hit})")
                 continue
@@ -440,8 +440,11 @@ def obsolete_evidence(tree: Path, patch: Patch) -> tuple[list[str], dict[tuple[s
     return evidence, notes
 
 
-def _grep_def(tree: Path, name: str) -> str | None:
-    pattern = rf"^\s*((async\s+)?def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*(:[^=]*)?="
+def _grep_def(tree: Path, name: str, defs_only: bool = False) -> str | None:
+    """Where the new base defines ``name`` (def/class, or a module-level assignment unless ``defs_only``)."""
+    pattern = rf"^\s*((async\s+)?def|class)\s+{re.escape(name)}\b"
+    if not defs_only:
+        pattern += rf"|^{re.escape(name)}\s*(:[^=]*)?="
     proc = git.run(tree, "grep", "-n", "-E", pattern, BASE_TAG, "--", "vllm", check=False)
     first = proc.stdout.decode(errors="replace").splitlines()[:1]
     if not first:
