@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tkvseam import git
-from tkvseam.apply import read_state
+from tkvseam.state import TreeState
 
 ROOT = Path(__file__).resolve().parents[2]
 TREE = ROOT / "build" / "vllm-v0.31.0"
@@ -55,9 +55,9 @@ def _run_generator(tree: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[types.M
 
 @pytest.fixture(scope="module")
 def base_commit() -> str:
-    state = read_state(TREE)
+    state = TreeState.load(TREE)
     assert state is not None, f"{TREE} missing: run `make apply`"
-    return state["base_commit"]
+    return state.base_commit
 
 
 def test_generated_backend_docs_are_stock_plus_turbo_attn(tmp_path, monkeypatch, base_commit):
