@@ -38,7 +38,7 @@ TREE_ENV = "TKV_SEAM_TREE"
 BASE_TAG = "tkv-seam-base"
 MODULE_PATH = "vllm/v1/core/kv_cache_utils.py"
 PRISTINE_NAME = "tkv_seam_pristine_kv_cache_utils"
-LAYOUTS = [KVCacheLayout.LBNHC, KVCacheLayout.LBHNC, KVCacheLayout.BLHNC]
+LAYOUTS = list(KVCacheLayout)  # every layout, the head-outer LHBNC and BHLNC too
 BLOCK_SIZE = 16
 NUM_CASES = 200
 
