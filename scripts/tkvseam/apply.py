@@ -64,32 +64,25 @@ class ApplyResult:
         data.pop("inputs")
         return data
 
+    # What an apply result and the tree's recorded state have in common.
+    SHARED = (
+        "tree",
+        "base",
+        "source",
+        "base_commit",
+        "upstream_commit",
+        "head",
+        "digest",
+        "patches",
+        "inputs",
+    )
+
     def state(self) -> TreeState:
-        return TreeState(
-            tree=self.tree,
-            base=self.base,
-            source=self.source,
-            base_commit=self.base_commit,
-            upstream_commit=self.upstream_commit,
-            head=self.head,
-            digest=self.digest,
-            patches=self.patches,
-            inputs=self.inputs,
-        )
+        return TreeState(**{name: getattr(self, name) for name in self.SHARED})
 
     @classmethod
     def from_state(cls, state: TreeState) -> ApplyResult:
-        return cls(
-            tree=state.tree,
-            base=state.base,
-            source=state.source,
-            base_commit=state.base_commit,
-            upstream_commit=state.upstream_commit,
-            head=state.head,
-            digest=state.digest,
-            patches=state.patches,
-            inputs=state.inputs,
-        )
+        return cls(**{name: getattr(state, name) for name in cls.SHARED})
 
 
 class CorruptObject(VerifyError):
