@@ -5,11 +5,16 @@
 # PATCH=<n|slug> (make bisect: one patch), TKV_SEAM_JOBS=<n> (test processes at once).
 
 BASE    ?= v0.31.0
+# The bases `make test` checks, each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
+# (BASE on the command line or in the environment) checks that one base only.
+BASES   ?= v0.31.0 v0.32.0 v0.33.0
+TEST_BASES := $(if $(filter command line environment,$(origin BASE)),$(BASE),$(BASES))
 TO      ?= v0.32.0
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
 VENV    := .venv
-VLLM_VENV := .venv-vllm
+VLLM_VENV := .venv-vllm-$(BASE)
+LOCK    := ci/lock-cpu-$(BASE).txt
 UV      := $(VENV)/bin/uv
 TOOL    := $(VENV)/bin/tkv-seam
 FORCE_FLAG := $(if $(filter 1 yes true,$(FORCE)),--force,)
@@ -18,7 +23,7 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
-.PHONY: check-refresh help apply refresh lint lint-code lint-patches test test-tooling test-series test-image test-seam bisect \
+.PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
         seam-full seam-full-cuda upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows
 
@@ -33,13 +38,13 @@ $(VENV)/.done: pyproject.toml
 
 venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff
 
-$(VLLM_VENV)/.done: ci/lock-cpu.txt $(VENV)/.done
+$(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
 	rm -rf $(VLLM_VENV)
 	$(UV) venv -q -p $(PYTHON) $(VLLM_VENV)
-	$(UV) pip install -q -p $(VLLM_VENV)/bin/python --no-deps $(FIND_LINKS) -r ci/lock-cpu.txt
+	$(UV) pip install -q -p $(VLLM_VENV)/bin/python --no-deps $(FIND_LINKS) -r $(LOCK)
 	touch $@
 
-venv-vllm: $(VLLM_VENV)/.done ## Test venv (.venv-vllm): vLLM 0.31.0 + CPU torch from ci/lock-cpu.txt
+venv-vllm: $(VLLM_VENV)/.done ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch, from ci/lock-cpu-BASE.txt
 
 apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE
 	$(TOOL) apply --base $(BASE) $(FORCE_FLAG)
@@ -47,7 +52,9 @@ apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/v
 refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one
 	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
 
-lint: venv lint-code lint-workflows ## Lint a queue (BASE's), the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate)
+lint: venv lint-code lint-workflows lint-queue ## Lint a queue (BASE's), the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate)
+
+lint-queue: venv ## BASE's queue (headers, paths, series) and its patched files (the base's ruff gate)
 	$(TOOL) lint --base $(BASE)
 	$(MAKE) --no-print-directory lint-patches
 
@@ -62,16 +69,24 @@ lint-workflows: venv
 lint-patches: apply ## The base's style gate (its ruff pin in bases.toml, the tree's pyproject) on every patched .py file
 	$(TOOL) stylecheck --base $(BASE)
 
-test: lint check-refresh test-tooling test-series test-seam test-image ## Everything: lint, tool tests, seam tests on CPU, image
+test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per base (BASES, or BASE=) queue lint, seam tests on CPU, image
+	@failed=; for b in $(TEST_BASES); do \
+	  echo "== make test-base BASE=$$b"; \
+	  $(MAKE) --no-print-directory test-base BASE=$$b || failed="$$failed $$b"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: failed on:$$failed" >&2; exit 1; fi; \
+	echo "make test: passed on $(TEST_BASES)"
+
+test-base: lint-queue check-refresh test-series test-seam test-image ## One base's checks (BASE): queue lint, refresh round trip, series, seam lanes, image
 
 test-tooling: venv ## The queue's own tests (synthetic bases, offline)
 	$(VENV)/bin/python -m pytest -q tests/tooling
 
 test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am
-	$(VENV)/bin/python -m pytest -q tests/series
+	BASE=$(BASE) $(VENV)/bin/python -m pytest -q tests/series
 
 test-image: apply ## The overlay image on a stand-in base (needs a Docker engine; CI starts one)
-	$(VENV)/bin/python -m pytest -q -rs tests/image
+	BASE=$(BASE) $(VENV)/bin/python -m pytest -q -rs tests/image
 
 test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores)
 	$(TOOL) seamtest all --base $(BASE)
@@ -85,19 +100,19 @@ seam-full: apply venv-vllm ## All seam tests on the full series
 seam-full-cuda: apply venv-vllm ## All seam tests, platform reporting is_cuda_alike() (CUDA-only branches)
 	$(TOOL) seamtest full --cuda-alike --base $(BASE)
 
-upstream: apply venv-vllm ## vLLM's own tests: no failure that stock v0.31.0 does not show
+upstream: apply venv-vllm ## vLLM's own tests: no failure that stock BASE does not show
 	$(TOOL) seamtest upstream --base $(BASE)
 
 plugin: apply venv-vllm ## The base's turbo-attn pin loads on the patched vLLM (and breaks stock)
 	$(TOOL) seamtest plugin --base $(BASE)
 
-differential: apply venv-vllm ## Patched vs pristine v0.31.0 planner on random unfused plans (tests/differential)
+differential: apply venv-vllm ## Patched vs pristine BASE planner on random unfused plans (tests/differential)
 	$(TOOL) seamtest differential --base $(BASE)
 
-overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm
+overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm-BASE
 	$(TOOL) overlay install --base $(BASE)
 
-overlay-restore: apply venv-vllm ## Put the pristine v0.31.0 files back into .venv-vllm
+overlay-restore: apply venv-vllm ## Put the pristine BASE files back into .venv-vllm-BASE
 	$(TOOL) overlay restore --base $(BASE)
 
 bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios

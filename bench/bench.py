@@ -5,7 +5,7 @@
    user fetches today for a full vLLM git clone (a reference figure, not measured
    here: no access to the git host).
 2. Patched vs stock vLLM, stock in one venv slot and the full series in another
-   (hard-linked copies of .venv-vllm under build/bench/), in interleaved rounds so that both sides see
+   (hard-linked copies of .venv-vllm-<base> under build/bench/<base>/), in interleaved rounds so that both sides see
    the same load: `import vllm` (fresh processes, alternating), and in one warm
    process per side `create_engine_config()` on a tiny local model and KV planning
    (`get_kv_cache_configs`) for a 64-layer model (>= 200 calls per round), timed in CPU
@@ -231,12 +231,12 @@ def main() -> int:
         results["apply"] = bench_apply(base, tree, args.skip_cold)
         print_apply(results["apply"])
 
-    work = ROOT / "build" / "bench"
+    work = ROOT / "build" / "bench" / args.base
     hf_home = work / "hf-home"
     build_hf(hf_home, ROOT / "tests" / "data" / "hf-configs")
-    python = (ROOT / ".venv-vllm/bin/python").absolute()
+    python = (ROOT / base.test_venv / "bin" / "python").absolute()
     runner = Runner(ROOT, tree, python, work, hf_home, base, default_cache_dir(), slots=3)
-    # Two hard-linked copies of .venv-vllm (build/bench/venvs/): .venv-vllm itself stays as it is.
+    # Two hard-linked copies of the base's test venv (build/bench/<base>/venvs/): it stays as it is.
     sides = {"stock": (1, runner.base_commit), "patched": (2, runner.head)}
     for slot, commit in sides.values():
         runner.install(slot, commit)

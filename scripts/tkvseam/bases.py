@@ -88,6 +88,16 @@ class Base:
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
+    def cpu_lock(self) -> str:
+        """The lock file of this base's CPU test venv (that vLLM release + CPU torch), project-relative."""
+        return f"ci/lock-cpu-{self.name}.txt"
+
+    @property
+    def test_venv(self) -> str:
+        """This base's CPU test venv (``make venv-vllm BASE=<name>``), project-relative."""
+        return f".venv-vllm-{self.name}"
+
+    @property
     def commit_prefix(self) -> str:
         """The longest known prefix of the pinned commit."""
         return max(self.commit_prefixes, key=len)

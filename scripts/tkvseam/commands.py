@@ -164,9 +164,8 @@ python_option = click.option(
     "--python",
     "python",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=".venv-vllm/bin/python",
-    show_default=True,
-    help="Python of the venv holding stock vLLM.",
+    default=None,
+    help="Python of the venv holding stock vLLM [default: .venv-vllm-<base>/bin/python].",
 )
 
 
@@ -221,7 +220,7 @@ def _install(ctx: Context, base_name, tree, python, commit_of):
     commit = commit_of(load_state(tree_path))
     out = ctx.root / "build" / "overlay-venv"
     stage(tree_path, queue_overlay_paths(ctx.root, ctx.base(base_name)), out, commit)
-    click.echo(install_into_venv(python, out).rstrip())
+    click.echo(install_into_venv(ctx.venv_python(python, base_name), out).rstrip())
 
 
 @overlay.command("install")
@@ -252,15 +251,18 @@ def _runner(ctx: Context, base_name, tree, python, slots):
     from .seamtest.hfcache import build
     from .seamtest.runner import Runner
 
+    python = ctx.venv_python(python, base_name)
     if not python.exists():
-        raise SeamError(f"no Python at {python}: the vLLM test venv is missing", hint="make venv-vllm")
-    work = ctx.root / "build" / "seamtest"
-    hf_home = work / "hf-home"
+        raise SeamError(
+            f"no Python at {python}: the vLLM test venv is missing", hint=f"make venv-vllm BASE={base_name}"
+        )
+    work = ctx.root / "build" / "seamtest" / base_name
+    hf_home = work.parent / "hf-home"
     build(hf_home, ctx.root / "tests" / "data" / "hf-configs")
     return Runner(
         ctx.root,
         ctx.tree(tree, base_name),
-        python.absolute(),
+        python,
         work,
         hf_home,
         ctx.base(base_name),

@@ -35,6 +35,12 @@ class Context:
         """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name."""
         return get_base(load_bases(self.bases_file), name, hint, avoid)
 
+    def venv_python(self, python: Path | None, base: str) -> Path:
+        """``--python`` made absolute, else the python of the base's test venv (``.venv-vllm-<base>``)."""
+        if python is not None:
+            return absolute(python)
+        return self.root / self.base(base).test_venv / "bin" / "python"
+
     def tree(self, tree: str | None, base: str) -> Path:
         return absolute(tree) if tree else self.root / "build" / f"vllm-{base}"
 

@@ -93,6 +93,6 @@ def install_into_venv(python: Path, stage_dir: Path) -> str:
     if proc.returncode != 0:
         raise VerifyError(
             proc.stderr.strip() or proc.stdout.strip(),
-            hint="recreate the test venv (rm -rf .venv-vllm && make venv-vllm)",
+            hint="recreate the test venv (rm -rf .venv-vllm-<base> && make venv-vllm BASE=<base>)",
         )
     return proc.stdout

@@ -1,4 +1,4 @@
-"""The overlay image, built for real on a local stand-in of vllm/vllm-openai:v0.31.0.
+"""The overlay image, built for real on a local stand-in of vllm/vllm-openai:<base> ($BASE, default v0.31.0).
 
 Needs a Docker engine (CI starts Debian's dockerd) and the applied build tree
 (``make apply``). Without an engine these tests skip with the reason, unless
@@ -17,15 +17,18 @@ from click.testing import CliRunner
 
 from tkvseam import git
 from tkvseam.state import TreeState
-from tkvseam.bases import default_cache_dir
+from tkvseam.bases import default_cache_dir, load_bases
 from tkvseam.cli import main
 from tkvseam.overlay import overlay_paths
 from tkvseam.series import read_series
 from .standin import VLLM_PATH, build_stand_in, rootfs
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "v0.31.0"
+BASE = os.environ.get("BASE", "v0.31.0")
 TREE = ROOT / "build" / f"vllm-{BASE}"
+PINS = load_bases(ROOT / "bases.toml")[BASE]
+# How many vllm/ files each base's overlay replaces (its queue's footprint).
+EXPECTED_FILES = {"v0.31.0": 12}
 STAND_IN = "tkv-seam-test/stand-in"
 TARGET = "tkv-seam-test/vllm-openai"
 
@@ -55,7 +58,7 @@ def api():
 @pytest.fixture(scope="module")
 def tree():
     state = TreeState.load(TREE)
-    series = read_series(ROOT)
+    series = read_series(ROOT, PINS.queue, BASE)
     assert state is not None, f"{TREE} missing: run `make apply` first"
     assert len(state.patches) == len(series.names), "build tree is stale: run `make apply`"
     return TREE, state
@@ -107,7 +110,9 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, stand_in):
     )
     assert res.exit_code == 0, res.output + res.stderr
     out = json.loads(res.stdout)
-    assert "tkv-seam overlay: 12 file(s) replaced, 12 verified" in res.stderr
+    patched = overlay_paths(read_series(ROOT, PINS.queue, BASE).load())
+    n = len(patched)
+    assert f"tkv-seam overlay: {n} file(s) replaced, {n} verified" in res.stderr
     labels = api.inspect_image(out["tag"])["Config"]["Labels"]
     assert labels["io.tkv-seam.series.digest"] == state.digest
     assert labels["io.tkv-seam.base.image"] == f"{STAND_IN}:good"
@@ -116,8 +121,7 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, stand_in):
     hashes = json.loads(
         docker.from_env().containers.run(out["tag"], ["python3", "-c", HASH_ALL], remove=True)
     )
-    patched = overlay_paths(read_series(ROOT).load())
-    assert len(patched) == 12
+    assert n == EXPECTED_FILES[BASE]
     pristine = [
         p
         for p in git.out(path, "ls-tree", "-r", "--name-only", state.base_commit, "vllm/").split()
@@ -127,11 +131,11 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, stand_in):
     for p in pristine:
         want = blob_sha(path, "HEAD" if p in patched else state.base_commit, p)
         assert hashes[p] == want, p
-    assert sum(blob_sha(path, "HEAD", p) != blob_sha(path, state.base_commit, p) for p in patched) == 12
+    assert sum(blob_sha(path, "HEAD", p) != blob_sha(path, state.base_commit, p) for p in patched) == n
 
 
 def test_altered_base_file_fails_the_build_naming_it(api, tree, stand_in):
-    victim = overlay_paths(read_series(ROOT).load())[3]
+    victim = overlay_paths(read_series(ROOT, PINS.queue, BASE).load())[3]
     stand_in("altered", alter=victim)
     res = run_image(
         [
@@ -153,6 +157,7 @@ def test_base_image_with_a_foreign_revision_is_refused_before_building(api, tree
     stand_in("foreign", revision="0123456789ab")
     res = run_image(["--base-image", f"{STAND_IN}:foreign", "--turbo-attn", "", "--tag", f"{TARGET}:foreign"])
     assert res.exit_code == 7
-    assert "org.opencontainers.image.revision=0123456789ab; v0.31.0 pins db9527a46873" in res.stderr
+    pinned = PINS.image.revision_prefix
+    assert f"org.opencontainers.image.revision=0123456789ab; {BASE} pins {pinned}" in res.stderr
     assert "Step 1/" not in res.output  # nothing was built
     assert not api.images(name=f"{TARGET}:foreign")

@@ -7,13 +7,15 @@ runs here on the pristine base and on the patched tree (its mkdocs output step,
 `generated_content.fill_markers`, replaced by a recorder), and the two outputs
 must differ by exactly the one TURBO_ATTN candidate.
 
-Runs after `make apply` (uses build/vllm-v0.31.0 and its pristine base commit).
+Runs after `make apply BASE=<base>` ($BASE, default v0.31.0: build/vllm-<base> and its pristine
+base commit).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib.util
+import os
 import subprocess
 import sys
 import types
@@ -25,7 +27,7 @@ from tkvseam import git
 from tkvseam.state import TreeState
 
 ROOT = Path(__file__).resolve().parents[2]
-TREE = ROOT / "build" / "vllm-v0.31.0"
+TREE = ROOT / "build" / f"vllm-{os.environ.get('BASE', 'v0.31.0')}"
 GENERATOR = Path("docs/mkdocs/gen_files/generate_attention_backends.py")
 
 

@@ -1,6 +1,7 @@
-"""The real seam series on the real v0.31.0 base: footprint, forbidden names, quilt and git am.
+"""The real seam series on a real base: footprint, forbidden names, quilt and git am.
 
-Runs after `make apply` (uses build/vllm-v0.31.0 and its pristine base commit).
+Runs after `make apply BASE=<base>` (uses build/vllm-<base> and its pristine base commit);
+the base is $BASE (default v0.31.0), its queue the one bases.toml names for it.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import pytest
 from tkvseam import git
 from tkvseam.state import TreeState
 from tkvseam.overlay import overlay_paths
+from tkvseam.bases import load_bases
 from tkvseam.series import read_series
 
 ROOT = Path(__file__).resolve().parents[2]
-TREE = ROOT / "build" / "vllm-v0.31.0"
+BASE = os.environ.get("BASE", "v0.31.0")
+TREE = ROOT / "build" / f"vllm-{BASE}"
+QUEUE = load_bases(ROOT / "bases.toml")[BASE].queue
 
-VLLM_FILES = [
+V031_VLLM_FILES = [
     "vllm/config/attention.py",
     "vllm/config/cache.py",
     "vllm/engine/arg_utils.py",
@@ -35,7 +39,7 @@ VLLM_FILES = [
     "vllm/v1/kv_cache_interface.py",
     "vllm/v1/worker/gpu_worker.py",
 ]
-OTHER_FILES = [
+V031_OTHER_FILES = [
     "PROTOCOL.md",
     "tests/engine/test_arg_utils.py",
     "tests/v1/attention/test_mla_wrapper_selection.py",
@@ -43,7 +47,7 @@ OTHER_FILES = [
     "tests/v1/core/test_kv_seam_invariants.py",
     "tests/v1/worker/test_gpu_worker.py",
 ]
-SLUGS = [
+V031_SLUGS = [
     "kv-cache-dtype-registry",
     "turbo-attn-backend-slot",
     "turbo-attn-cuda-candidate",
@@ -55,6 +59,12 @@ SLUGS = [
     "fused-kv-pages",
     "protocol-doc",
 ]
+# Per base: the patches' slugs in order, the vllm/ files of the overlay, the other files touched.
+FOOTPRINTS = {
+    "v0.31.0": (V031_SLUGS, V031_VLLM_FILES, V031_OTHER_FILES),
+}
+SLUGS, VLLM_FILES, OTHER_FILES = FOOTPRINTS[BASE]
+
 # SEAM.md 1.4: obsolete or dropped names that no added line of code or test may carry.
 FORBIDDEN = [
     "get_kv_cache_spec_class",
@@ -79,7 +89,7 @@ FORBIDDEN = [
 
 @pytest.fixture(scope="module")
 def patches():
-    return read_series(ROOT).load()
+    return read_series(ROOT, QUEUE, BASE).load()
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +99,12 @@ def state():
     return s
 
 
-def test_series_is_the_ten_concerns_in_order(patches):
+def test_series_is_the_concerns_in_order(patches):
     assert [p.header.slug for p in patches] == SLUGS
     assert [p.name for p in patches] == [f"{i:04d}-{s}.patch" for i, s in enumerate(SLUGS, 1)]
 
 
-def test_footprint_is_exactly_the_18_files(patches):
+def test_footprint_is_exactly_the_bases_files(patches):
     touched = sorted({fc.path for p in patches for fc in p.files})
     assert touched == sorted(VLLM_FILES + OTHER_FILES)
     assert overlay_paths(patches) == VLLM_FILES
@@ -147,8 +157,8 @@ def test_quilt_push_all_applies_without_fuzz(tmp_path, state):
     _pristine_copy(state, work)
     env = dict(
         os.environ,
-        QUILT_PATCHES=str(ROOT / "patches"),
-        QUILT_SERIES=str(ROOT / "series"),
+        QUILT_PATCHES=str(ROOT / QUEUE.patches),
+        QUILT_SERIES=str(ROOT / QUEUE.series),
         QUILT_PC=str(tmp_path / "pc"),
     )
     proc = subprocess.run(
@@ -164,8 +174,8 @@ def test_git_am_in_series_order_gives_the_same_tree(tmp_path, state):
     work = tmp_path / "am"
     git.run(None, "clone", "-q", "--no-checkout", "--local", str(TREE), str(work))
     git.run(work, "checkout", "-q", "-b", "am", state.base_commit)
-    names = read_series(ROOT).names
-    git.run(work, "am", "-q", "--no-3way", *[str(ROOT / "patches" / n) for n in names])
+    names = read_series(ROOT, QUEUE, BASE).names
+    git.run(work, "am", "-q", "--no-3way", *[str(ROOT / QUEUE.patches / n) for n in names])
     assert git.out(work, "rev-parse", "HEAD^{tree}") == git.out(TREE, "rev-parse", f"{state.head}^{{tree}}")
     subjects = git.out(work, "log", "--format=%s", f"{state.base_commit}..HEAD").splitlines()
     assert [s.split(":")[0] for s in reversed(subjects)] == SLUGS

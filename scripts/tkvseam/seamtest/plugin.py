@@ -31,7 +31,7 @@ def plugin_dir(r: Runner) -> Path:
             f"bases.toml pins no plugin release for {r.base.name}",
             hint=f'add ["{r.base.name}".seam] plugin = {{ requirement = ..., hashes = [...] }}',
         )
-    target = r.work.parent / "plugin" / pin.requirement.replace("==", "-")
+    target = r.root / "build" / "plugin" / pin.requirement.replace("==", "-")
     requirements = pin.requirements_txt()
     stamp = target / ".requirements"
     if stamp.exists() and stamp.read_text() == requirements:

@@ -7,7 +7,7 @@ environment) and, once they ran, the per-node-id outcomes into a report. Lanes
 know nothing about processes or venvs; the runner knows nothing about lanes.
 
 A *slot* is a venv holding stock vLLM: slot 0 is the test venv itself
-(``.venv-vllm``), slot i > 0 a hard-linked copy of it under ``build/seamtest/``
+(``.venv-vllm-<base>``), slot i > 0 a hard-linked copy of it under ``build/seamtest/<base>/``
 (cheap: only the directory entries are new; the overlay installer replaces
 files by rename, so a slot's overlaid files never touch another slot's). Each
 slot runs one job at a time; the longest jobs start first (the previous run's

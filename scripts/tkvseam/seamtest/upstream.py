@@ -24,7 +24,6 @@ from .runner import Job, JobResult, LaneReport, Root, Runner
 
 #: Bump when the way stock outcomes are produced changes (runner options, outcome format).
 BASELINE_FORMAT = 1
-LOCK_FILE = "ci/lock-cpu.txt"
 HF_CONFIGS = "tests/data/hf-configs"
 
 
@@ -69,7 +68,7 @@ class UpstreamLane:
             "tests_tree": git.out(r.tree, "rev-parse", f"{r.base_commit}:tests"),
             "pyproject": git.out(r.tree, "rev-parse", f"{r.base_commit}:pyproject.toml"),
             "files": list(self._files(r)),
-            "lock_sha256": hashlib.sha256((r.root / LOCK_FILE).read_bytes()).hexdigest(),
+            "lock_sha256": hashlib.sha256((r.root / r.base.cpu_lock).read_bytes()).hexdigest(),
             "hf_configs": _digest_dir(r.root / HF_CONFIGS),
             "timeout": r.timeout,
         }
