@@ -604,7 +604,7 @@ def port(ctx: Context, base_name, to_name, tree, mode, verdict, reason, force, a
             click.echo(f"removed {p.abort(to_base, dest)}; no queue was written")
             return
         if mode == "status":
-            _echo_state(p.status(to_base, dest), as_json)
+            _echo_state(p.status(ctx.root, to_base, dest), as_json)
             return
         if mode == "finish":
             done = p.finish(ctx.root, to_base, dest, force, cache=ctx.cache)

@@ -14,6 +14,13 @@ so the patches' full ``index`` lines give git the preimages for a 3-way merge.
   Patch after patch in series order; the first that needs a human stops the port
   with its state in ``<tree>/.git/tkv-seam-port.json``; ``finish`` writes the new
   base's own queue (never another's) and lints it.
+
+A run killed between a step on the port tree and the save of the state leaves one of
+two states, both recovered by the next ``--continue``/``--skip``/``--status``/``--finish``
+(``_recover``): the patch's commit made but not recorded (the state's ``head`` is its
+parent and its subject is the patch's: recorded as done), or a patch half applied
+(the tree dirty, no stop recorded: ``--continue`` keeps those files in a
+``refs/tkv-seam/dropped/`` ref, resets and applies the patch again).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from .errors import ApplyError, PortStopped, RefusedError, SeamError
 from .patch import Patch, _diagnose, hunk_start, parse_text, replay_file, split_lines
 from .progress import QUIET, Progress
 from .series import read_series
-from .state import AppliedPatch, TreeState, check_removable, describe_dir
+from .state import AppliedPatch, TreeState, UserWork, check_removable, describe_dir, keep_dropped
 
 PORT_STATE = "tkv-seam-port.json"  # in the port tree's .git: the resumable port's own state
 PORT_MSG = "tkv-seam-port-msg"  # the stopped patch's commit message, for the user to edit
@@ -672,6 +679,7 @@ class PortState:
     stopped: dict | None = None  # the stopped patch's report
     done: list[dict] = field(default_factory=list)  # name, status, verdict, reason, commit
     finished: bool = False
+    head: str = ""  # the port tree's HEAD when the state was saved (what a crash is measured against)
 
     @classmethod
     def load(cls, tree: Path) -> PortState | None:
@@ -681,6 +689,7 @@ class PortState:
             return None
 
     def save(self) -> None:
+        self.head = git.head(Path(self.tree))
         path = Path(self.tree) / ".git" / PORT_STATE
         tmp = path.with_name(PORT_STATE + ".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -744,6 +753,36 @@ def start(
     )
     state.save()
     return _advance(root, state, to_base, progress)
+
+
+def _recover(root: Path, state: PortState) -> str | None:
+    """Record the commit a killed run made for the next patch but did not save; a note, or None.
+
+    Only a commit whose parent is the saved HEAD and whose subject is the next patch's counts
+    (a commit of the user's own is left alone: --continue then says what it finds).
+    """
+    tree = Path(state.tree)
+    head = git.head(tree)
+    if not state.head or head == state.head or state.next >= len(state.series):
+        return None
+    parent = git.out(tree, "rev-parse", "--verify", "--quiet", f"{head}^", check=False)
+    patch = _patch(root, state, state.next)
+    subject = git.out(tree, "log", "-1", "--format=%s", head)
+    if parent != state.head or subject != " ".join(patch.header.message.split("\n\n")[0].split()):
+        return None
+    trailers = parse_text(
+        f"From: {patch.header.author}\nSubject: {git.out(tree, 'log', '-1', '--format=%B', head)}\n"
+        "diff --git a/x b/x\n",
+        patch.name,
+    ).header
+    status = "resolved" if state.current else "exact"
+    verdict, reason = " ".join(trailers.get("Verdict")), " ".join(trailers.get("Reason"))
+    state.done.append(_done(patch, status, head, verdict, reason, note="recorded after an interrupted run"))
+    state.next += 1
+    state.current = state.stopped = None
+    (tree / ".git" / PORT_MSG).unlink(missing_ok=True)
+    state.save()
+    return f"{patch.name}: committed by an interrupted run ({head[:12]}); recorded as {status}"
 
 
 def _patch(root: Path, state: PortState, k: int) -> Patch:
@@ -848,11 +887,28 @@ def resume(
     reason: str | None = None,
     progress: Progress = QUIET,
 ) -> PortState:
-    """--continue: commit the staged resolution of the stopped patch (its message and author), go on."""
+    """--continue: commit the staged resolution of the stopped patch (its message and author), go on.
+
+    After an interrupted run (``_recover``) it goes on from where that run was killed.
+    """
     state = _load(dest, to_base.name)
+    note = _recover(root, state)
+    if note:
+        progress.step(note)
     if state.current is None:
         if state.next >= len(state.series) and not state.finished:
             return state
+        if not state.finished:  # killed while applying patch `next`: keep its leftovers, apply it again
+            tree = Path(state.tree)
+            left = UserWork(tree, dirty=[(st.strip() or "??", p) for st, p in git.status_paths(tree)])
+            if left:
+                ref = keep_dropped(tree, left, f"retrying {Path(state.series[state.next]).name}")
+                progress.step(
+                    f"an interrupted run left {len(left.dirty)} changed file(s) in {tree}: kept in {ref}"
+                )
+                git.run(tree, "reset", "--quiet", "--hard", "HEAD")
+                git.run(tree, "clean", "-fdq")
+            return _advance(root, state, to_base, progress)
         raise SeamError(
             f"the port to {to_base.name} is not stopped at a patch",
             hint=f"tkv-seam port --to {to_base.name} --status",
@@ -934,6 +990,7 @@ def skip(
     if verdict not in ("obsolete", "dropped"):
         raise SeamError(f"--verdict {verdict!r}: a skipped patch is 'obsolete' or 'dropped'", exit_code=2)
     state = _load(dest, to_base.name)
+    _recover(root, state)
     if state.current is None:
         raise SeamError(
             f"the port to {to_base.name} is not stopped at a patch",
@@ -986,6 +1043,7 @@ def finish(
     from .stylecheck import stylecheck
 
     state = _load(dest, to_base.name)
+    _recover(root, state)
     left = len(state.series) - state.next
     if state.current is not None or left:
         raise RefusedError(
@@ -1038,5 +1096,8 @@ def _port_md(state: PortState) -> str:
     return "\n".join(rows) + "\n"
 
 
-def status(to_base: Base, dest: Path) -> PortState:
-    return _load(dest, to_base.name)
+def status(root: Path, to_base: Base, dest: Path) -> PortState:
+    """The port's state, with a commit an interrupted run made recorded (``_recover``)."""
+    state = _load(dest, to_base.name)
+    _recover(root, state)
+    return state

@@ -375,6 +375,104 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
     assert "| register | carried | absent |" in drift["matrix"]
 
 
+class Killed(BaseException):
+    """The process dying at an injected point (no handler of the tool's catches it)."""
+
+
+def _stopped_at_0006(pproject, tree) -> None:
+    """The port goes on from where it was killed: one commit per patch, none twice."""
+    err = _port(pproject, "--continue", expect=12).stderr
+    assert "stopped at 0006-register.patch: likely obsolete" in err
+    subjects = git.out(tree, "log", "--format=%s", "tkv-seam-base..HEAD").splitlines()
+    assert [s.split(":")[0] for s in reversed(subjects)] == [
+        "add-mul",
+        "use-mul",
+        "test-more",
+        "fuzz-far",
+        "tail-append",
+    ]
+    status = json.loads(_port(pproject, "--status", "--json").output)
+    assert [d["name"][:4] for d in status["done"]] == ["0001", "0002", "0003", "0004", "0005"]
+
+
+def test_a_port_killed_after_a_commit_records_it_and_goes_on(pproject, monkeypatch):
+    _port(pproject, expect=12)
+    tree = pproject.root / "build" / f"port-{NEXT}"
+    _resolve_0001(tree)
+    real = git.commit
+
+    def commit_then_die(*args, **kw):
+        real(*args, **kw)
+        raise Killed  # 0002 is committed, the port's state not yet saved
+
+    monkeypatch.setattr(git, "commit", commit_then_die)
+    with pytest.raises(Killed):
+        _port(pproject, "--continue", "--verdict", "re-expressed", "--reason", "upstream rewrote sub()")
+    monkeypatch.setattr(git, "commit", real)
+    status = json.loads(_port(pproject, "--status", "--json").output)
+    assert [(d["name"], d["status"]) for d in status["done"]] == [
+        ("0001-add-mul.patch", "resolved"),
+        ("0002-use-mul.patch", "exact"),
+    ]
+    assert status["done"][1]["note"] == "recorded after an interrupted run"
+    _stopped_at_0006(pproject, tree)
+
+
+def test_a_port_killed_after_committing_a_resolution_keeps_its_verdict(pproject, monkeypatch):
+    _port(pproject, expect=12)
+    tree = pproject.root / "build" / f"port-{NEXT}"
+    _resolve_0001(tree)
+    real = git.run
+
+    def run_then_die(repo, *args, **kw):
+        out = real(repo, *args, **kw)
+        if args[:1] == ("commit",):
+            raise Killed  # the resolution is committed, the port's state still says "stopped at 0001"
+        return out
+
+    monkeypatch.setattr(git, "run", run_then_die)
+    with pytest.raises(Killed):
+        _port(pproject, "--continue", "--verdict", "re-expressed", "--reason", "upstream rewrote sub()")
+    monkeypatch.setattr(git, "run", real)
+    _stopped_at_0006(pproject, tree)
+    first = json.loads(_port(pproject, "--status", "--json").output)["done"][0]
+    assert (first["status"], first["verdict"], first["reason"]) == (
+        "resolved",
+        "re-expressed",
+        "upstream rewrote sub()",
+    )
+
+
+def test_a_port_killed_while_applying_keeps_the_leftovers_and_applies_again(pproject, monkeypatch):
+    from tkvseam import port as port_mod
+
+    _port(pproject, expect=12)
+    tree = pproject.root / "build" / f"port-{NEXT}"
+    _resolve_0001(tree)
+    real = port_mod.apply_files
+
+    def apply_then_die(tree_, patch, moves):
+        out = real(tree_, patch, moves)
+        if patch.name == "0003-test-more.patch":
+            raise Killed  # 0003's files are in the tree, nothing recorded
+        return out
+
+    monkeypatch.setattr(port_mod, "apply_files", apply_then_die)
+    with pytest.raises(Killed):
+        _port(pproject, "--continue", "--verdict", "re-expressed", "--reason", "upstream rewrote sub()")
+    monkeypatch.setattr(port_mod, "apply_files", real)
+    assert git.status_porcelain(tree)  # half applied
+    before = set(git.out(tree, "for-each-ref", "--format=%(refname)", "refs/tkv-seam/dropped").split())
+    _stopped_at_0006(pproject, tree)
+    kept = set(git.out(tree, "for-each-ref", "--format=%(refname)", "refs/tkv-seam/dropped").split()) - before
+    assert len(kept) == 1  # the leftovers are kept, not thrown away
+    ref = kept.pop()
+    assert git.out(tree, "diff", "--name-only", f"{ref}^", ref).split() == [
+        "tests/test_seam.py",
+        "vllm/config/cache.py",
+    ]
+
+
 def test_skip_needs_a_reason(pproject):
     _port(pproject, expect=12)
     assert "--reason" in _port(pproject, "--skip", expect=2).stderr
