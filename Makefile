@@ -137,7 +137,7 @@ pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin 
 
 # make can only exit 2 on a failed recipe: the tool's exit 11 (a newer release exists, not a
 # failure) becomes 0 here; call `tkv-seam watch` directly to branch on it.
-WATCH_ARGS = --base $(BASE) $(if $(SINCE),--since $(SINCE),) $(if $(PRE),--pre,) \
+WATCH_ARGS = $(if $(SINCE),--since $(SINCE),) $(if $(PRE),--pre,) \
              $(if $(YANKED),--yanked,) $(if $(REPORT),--report,) $(if $(WRITE),--write,)
 watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/drift/ (SINCE= PRE=1 YANKED=1 WRITE=1)
 	@echo "$(TOOL) watch $(strip $(WATCH_ARGS))"

@@ -7,7 +7,7 @@ import sys
 import click
 
 from .errors import EXIT_NEWER
-from .options import Context, base_option, emit_json, json_option, pass_ctx
+from .options import Context, emit_json, json_option, pass_ctx
 
 
 @click.command()
@@ -36,7 +36,6 @@ def pin(ctx: Context, version, yanked, as_json):
 
 
 @click.command()
-@base_option
 @click.option(
     "--since",
     default=None,
@@ -52,10 +51,11 @@ def pin(ctx: Context, version, yanked, as_json):
 @click.option("--write", is_flag=True, help="With --report: pin into bases.toml itself, not a scratch copy.")
 @json_option
 @pass_ctx
-def watch(ctx: Context, base_name, since, pre, yanked, report, write, as_json):
+def watch(ctx: Context, since, pre, yanked, report, write, as_json):
     """vLLM releases newer than the newest carried base; with --report, their drift.
 
-    The top-level queue is --base's (env BASE). Exit 0 when no newer release exists,
+    The newest carried base is the newest of bases.toml whose queue exists; its queue is
+    the one each report ports. Exit 0 when no newer release exists,
     11 when one does (the report, if asked, is written), another code when a report
     could not be made.
     """
@@ -67,7 +67,6 @@ def watch(ctx: Context, base_name, since, pre, yanked, report, write, as_json):
         ctx.root,
         ctx.bases_file,
         ctx.cache,
-        base_name,
         since,
         pre,
         yanked,

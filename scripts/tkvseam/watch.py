@@ -240,7 +240,6 @@ def watch(
     root: Path,
     bases_file: Path,
     cache: Path,
-    top_level: str,
     since: str | None = None,
     pre: bool = False,
     yanked: bool = False,
@@ -255,7 +254,7 @@ def watch(
     if not carried:
         raise SeamError(
             f"no carried base: no base of {bases_file} has its queue yet",
-            hint=f"tkv-seam watch --base {next(iter(bases), '<a base in ' + bases_file.name + '>')}",
+            hint="give a base of bases.toml its queue (`tkv-seam port --to <base>`), then watch again",
         )
     from_base = get_base(bases, carried[-1])
     since = since or from_base.name

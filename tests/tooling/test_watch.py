@@ -24,7 +24,7 @@ def add_listing(index, *files: str | tuple[str, str]) -> None:
 
 
 def watch_json(project, *args: str, expect: int = 11) -> dict:
-    return json.loads(project.cli("watch", "--base", NAME, *args, "--json", expect=expect).output)
+    return json.loads(project.cli("watch", *args, "--json", expect=expect).output)
 
 
 def test_watch_lists_newer_releases_in_pep440_order(project, index):
@@ -50,7 +50,7 @@ def test_watch_lists_newer_releases_in_pep440_order(project, index):
     ]
     yanked = watch_json(project, "--yanked")["releases"]
     assert [(r["version"], r["yanked"]) for r in yanked][1:3] == [("9.10.0", False), ("9.10.1", True)]
-    out = project.cli("watch", "--base", NAME, "--since", "9.10.0", expect=11).output.splitlines()
+    out = project.cli("watch", "--since", "9.10.0", expect=11).output.splitlines()
     assert out == [
         "9.12.0: not pinned",
         "watch: 1 release(s) newer than 9.10.0 (9.10.0): 9.12.0",
@@ -80,7 +80,7 @@ def test_watch_orders_0_10_0_after_0_9_0_and_skips_rc_and_yanked_unless_asked(pr
 
 
 def test_watch_with_no_newer_release_exits_0(project, index, releases):
-    out = project.cli("watch", "--base", NAME, "--since", NEXT, expect=0).output
+    out = project.cli("watch", "--since", NEXT, expect=0).output
     assert out == f"watch: no release newer than {NEXT} ({NEXT_VERSION})\n"
     # the newest carried base is the default: a queue of its own for 9.10.0 makes it the reference
     (project.root / "bases.toml").write_text(
@@ -101,7 +101,7 @@ def test_watch_with_no_newer_release_exits_0(project, index, releases):
 def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, releases):
     make_two_patches(project)
     bases_before = (project.root / "bases.toml").read_bytes()
-    res = project.cli("watch", "--base", NAME, "--report", expect=11)
+    res = project.cli("watch", "--report", expect=11)
     drift = project.root / "build" / "drift"
     line = (
         f"{NEXT_VERSION}: 2 patches: 0 exact, 1 offset/fuzz, 0 3-way, 1 conflict, 0 likely obsolete, "
@@ -135,7 +135,7 @@ def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, 
     assert not list((project.root / "build").glob(".port-report-*"))
     assert json.loads((drift / "watch.json").read_text())["releases"][0]["pin"] == "added"
     # --write pins into bases.toml itself
-    project.cli("watch", "--base", NAME, "--report", "--write", expect=11)
+    project.cli("watch", "--report", "--write", expect=11)
     assert set(tomllib.loads((project.root / "bases.toml").read_text())) == {NAME, NEXT}
     assert (project.root / "bases.toml").read_bytes().startswith(bases_before)
 
@@ -146,7 +146,7 @@ def test_watch_report_keeps_going_past_a_release_it_cannot_pin(project, index, r
         bases_toml(releases[NAME])
         + bases_toml(releases[NEXT], sha256="0" * 64, name=NEXT, version=NEXT_VERSION)
     )
-    res = project.cli("watch", "--base", NAME, "--report", expect=4)
+    res = project.cli("watch", "--report", expect=4)
     assert res.output.startswith(f"{NEXT_VERSION}: no report: {NEXT} is already pinned")
     assert "sdist.sha256: bases file has 000" in res.stderr and "next: " in res.stderr
     summary = (project.root / "build/drift/summary.txt").read_text()
@@ -155,7 +155,7 @@ def test_watch_report_keeps_going_past_a_release_it_cannot_pin(project, index, r
 
 def test_write_without_report_and_a_bad_since_are_usage_errors(project):
     assert "--write only makes sense with --report" in project.cli("watch", "--write", expect=2).stderr
-    err = project.cli("watch", "--base", NAME, "--since", "latest", expect=2).stderr
+    err = project.cli("watch", "--since", "latest", expect=2).stderr
     assert f"--since 'latest' is neither a base in the bases file ({NAME})" in err
     assert f"next: tkv-seam watch --since {NAME}" in err
 
