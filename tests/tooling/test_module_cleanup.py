@@ -7,6 +7,7 @@ test's node id to a log, so the tests see after which tests it ran.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -91,3 +92,11 @@ def test_with_the_plugin_it_cleans_up_once_per_file_after_its_last_test_that_run
 )
 def test_deselected_tests_do_not_take_the_cleanup_with_them(tmp_path, select, expected):
     assert cleanups(tmp_path, "-p", PLUGIN, "-k", select) == expected
+
+
+def test_both_upstream_sides_load_it_and_the_stock_baseline_key_holds_its_source():
+    from tkvseam.seamtest import module_cleanup, upstream
+
+    assert PLUGIN in upstream.PLUGINS
+    digest = upstream._plugin_digests(upstream.PLUGINS)[PLUGIN]
+    assert digest == hashlib.sha256(Path(module_cleanup.__file__).read_bytes()).hexdigest()
