@@ -68,6 +68,7 @@ class Job:
     targets: tuple[str, ...]  # pytest node ids or files, relative to the root
     env: tuple[tuple[str, str], ...] = ()
     estimate: float = 30.0  # seconds; the previous run's wall time wins when known
+    plugins: tuple[str, ...] = ()  # extra pytest plugins (``-p``), importable from scripts/
 
 
 @dataclass
@@ -238,6 +239,7 @@ class Runner:
             "no:cacheprovider",
             "-p",
             OUTCOMES_PLUGIN,
+            *(arg for name in job.plugins for arg in ("-p", name)),
             f"--timeout={self.timeout}",
             "-o",
             "addopts=",

@@ -7,11 +7,19 @@ cache keyed by a digest of exactly those: stock runs once per machine, and the
 report says when a cached baseline was used. Only a clean baseline (no stock
 failure) is cached: a stock failure (a subprocess timing out under load) would
 otherwise hide the same failure on the patched side in every later run.
+
+Both sides load the same pytest plugins (``PLUGINS``), so the comparison stays
+like for like: ``module_cleanup`` runs upstream's per-test global cleanup
+(``cleanup_dist_env_and_memory()``, a full ``gc.collect()``) once per test file
+instead of after each of the ~530 tests, through upstream's own
+``skip_global_cleanup`` opt-out. That cleanup was ~90 % of a side's CPU time; the
+per-node outcomes are the same with and without it (README.md, "Speed").
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 from collections.abc import Mapping
@@ -23,7 +31,10 @@ from .outcomes import counts, failing
 from .runner import Job, JobResult, LaneReport, Root, Runner
 
 #: Bump when the way stock outcomes are produced changes (runner options, outcome format).
-BASELINE_FORMAT = 1
+#: 2: the ``module_cleanup`` plugin (the baseline key also holds every plugin's source digest).
+BASELINE_FORMAT = 2
+#: pytest plugins both sides load (``-p``): whatever they do, stock and patched alike.
+PLUGINS = ("tkvseam.seamtest.module_cleanup",)
 HF_CONFIGS = "tests/data/hf-configs"
 
 
@@ -36,6 +47,16 @@ class UpstreamResult:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def _plugin_digests(names: tuple[str, ...]) -> dict[str, str]:
+    """{plugin: sha256 of its source}: a changed plugin may change the outcomes it yields."""
+    out = {}
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin, name
+        out[name] = hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+    return out
 
 
 def _digest_dir(path: Path) -> str:
@@ -59,7 +80,8 @@ class UpstreamLane:
         return self.files or r.base.seam.upstream_tests
 
     def baseline_key(self, r: Runner) -> dict:
-        """What the stock outcomes depend on: base, its test files, the lock, the HF cache, the runner."""
+        """What the stock outcomes depend on: base, its test files, the lock, the HF cache, the
+        runner, the plugins both sides load."""
         return {
             "format": BASELINE_FORMAT,
             "base": r.base.name,
@@ -71,6 +93,7 @@ class UpstreamLane:
             "lock_sha256": hashlib.sha256((r.root / r.base.cpu_lock).read_bytes()).hexdigest(),
             "hf_configs": _digest_dir(r.root / HF_CONFIGS),
             "timeout": r.timeout,
+            "plugins": _plugin_digests(PLUGINS),
         }
 
     def cache_file(self, r: Runner) -> Path:
@@ -87,9 +110,10 @@ class UpstreamLane:
             data = json.loads(path.read_text())
             if data.get("key") == key:
                 self.cached = data
-        jobs = [Job("upstream-patched", r.head, Root(r.head), files, estimate=300.0)]
+        jobs = [Job("upstream-patched", r.head, Root(r.head), files, estimate=60.0, plugins=PLUGINS)]
         if self.cached is None:
-            jobs.append(Job("upstream-stock", r.base_commit, Root(r.base_commit), files, estimate=280.0))
+            stock = Root(r.base_commit)
+            jobs.append(Job("upstream-stock", r.base_commit, stock, files, estimate=55.0, plugins=PLUGINS))
         return jobs
 
     def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:
