@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 
 from .. import git
 from .outcomes import FAILED, PASSED, fold
-from .runner import Job, JobResult, LaneReport, Root, Runner
+from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
 NEXT_SUFFIX = "__next"
 
@@ -160,7 +160,14 @@ class BisectLane:
                 mapping[node] = local
                 targets.append(local)
             self._probes[probe] = (label, mapping)
-        return Job(label, r.chain[prefix], root, tuple(dict.fromkeys(targets)), estimate=40.0)
+        return Job(
+            label,
+            r.chain[prefix],
+            root,
+            tuple(dict.fromkeys(targets)),
+            estimate=40.0,
+            plugins=VLLM_TESTS_PLUGINS,
+        )
 
     def outcome(self, done: Mapping[str, JobResult], probe: Probe, node: str) -> str:
         if probe not in self._probes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .outcomes import PASSED, fold
-from .runner import Job, JobResult, LaneReport, Root, Runner
+from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
 
 class FullLane:
@@ -18,7 +18,9 @@ class FullLane:
 
     def jobs(self, r: Runner) -> list[Job]:
         nodes = self.nodes(r)
-        return [Job(self.label, r.head, Root(r.head), tuple(nodes), self.env, estimate=60.0)] if nodes else []
+        if not nodes:
+            return []
+        return [Job(self.label, r.head, Root(r.head), tuple(nodes), self.env, 60.0, VLLM_TESTS_PLUGINS)]
 
     def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:
         rows = done[self.label].rows if self.label in done else {}

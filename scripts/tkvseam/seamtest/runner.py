@@ -48,6 +48,9 @@ from ..state import load_state
 from .outcomes import read_rows
 
 OUTCOMES_PLUGIN = "tkvseam.seamtest.outcomes"
+#: What every job running under vLLM's own ``tests/conftest.py`` loads: its global cleanup
+#: once per test file instead of after every test (``module_cleanup``; same outcomes, measured).
+VLLM_TESTS_PLUGINS = ("tkvseam.seamtest.module_cleanup",)
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,13 @@ from pathlib import Path
 
 from .. import git
 from .outcomes import counts, failing
-from .runner import Job, JobResult, LaneReport, Root, Runner
+from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
 #: Bump when the way stock outcomes are produced changes (runner options, outcome format).
 #: 2: the ``module_cleanup`` plugin (the baseline key also holds every plugin's source digest).
 BASELINE_FORMAT = 2
 #: pytest plugins both sides load (``-p``): whatever they do, stock and patched alike.
-PLUGINS = ("tkvseam.seamtest.module_cleanup",)
+PLUGINS = VLLM_TESTS_PLUGINS
 HF_CONFIGS = "tests/data/hf-configs"
 
 
