@@ -62,6 +62,8 @@ V031_SLUGS = [
 # Per base: the patches' slugs in order, the vllm/ files of the overlay, the other files touched.
 FOOTPRINTS = {
     "v0.31.0": (V031_SLUGS, V031_VLLM_FILES, V031_OTHER_FILES),
+    # The v0.32.0 port keeps every patch and touches the same files.
+    "v0.32.0": (V031_SLUGS, V031_VLLM_FILES, V031_OTHER_FILES),
 }
 SLUGS, VLLM_FILES, OTHER_FILES = FOOTPRINTS[BASE]
 
