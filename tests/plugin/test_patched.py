@@ -131,8 +131,14 @@ from vllm.config import set_current_vllm_config
 from vllm.engine.arg_utils import EngineArgs
 from vllm.model_executor.layers.attention.attention import Attention
 from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
-from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+
+try:  # v0.33.0 moved the planner; the engine core forms the global groups first
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+except ImportError:
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+
+    get_global_kv_cache_groups = None
 
 mixed_bits = json.loads(sys.argv[2])
 control_k, control_v = json.loads(sys.argv[3])
@@ -167,7 +173,10 @@ def type_path(obj):
 
 
 def plan(specs_by_name, available):
-    (kv_cache_config,) = get_kv_cache_configs(config, [specs_by_name], [available])
+    args = (config, [specs_by_name], [available])
+    if get_global_kv_cache_groups is not None:
+        args += (get_global_kv_cache_groups(config, [specs_by_name]),)
+    (kv_cache_config,) = get_kv_cache_configs(*args)
     return kv_cache_config
 
 
