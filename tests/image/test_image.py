@@ -29,6 +29,7 @@ TREE = ROOT / "build" / f"vllm-{BASE}"
 PINS = load_bases(ROOT / "bases.toml")[BASE]
 # How many vllm/ files each base's overlay replaces (its queue's footprint).
 EXPECTED_FILES = {"v0.31.0": 12}
+EXPECTED_FILES["v0.33.0"] = 12  # kv_cache_planning.py in place of kv_cache_utils.py
 STAND_IN = "tkv-seam-test/stand-in"
 TARGET = "tkv-seam-test/vllm-openai"
 
