@@ -1,17 +1,21 @@
 """Unfused KV cache plans: the patched planner against the pristine base's, byte for byte.
 
 Runs in the vLLM venv with the full series' overlay installed (``make differential``,
-``tkv-seam seamtest differential``). The pristine ``vllm/v1/core/kv_cache_utils.py`` is read
-from the build tree's base commit (``git show tkv-seam-base:...``, tree from ``TKV_SEAM_TREE``)
-and imported under another module name beside the installed (patched) one; both planners then
-get the same seeded random inputs without a fused spec and must return equal ``KVCacheConfig``
-objects (``==`` and ``repr``), equal numbers or the same error. The base is $BASE (default
-v0.31.0), as in tests/series.
+``tkv-seam seamtest differential``). The pristine planner module of the base (``BASE`` in the
+environment, default v0.31.0: ``vllm/v1/core/kv_cache_utils.py``; v0.33.0 moved the planner to
+``vllm/v1/core/kv_cache_planning.py``) is read from the build tree's base commit
+(``git show tkv-seam-base:...``, tree from ``TKV_SEAM_TREE``) and imported under another module
+name beside the installed (patched) one; both planners then get the same seeded random inputs
+without a fused spec and must return equal ``KVCacheConfig`` objects (``==`` and ``repr``),
+equal numbers or the same error.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
+import inspect
 import json
 import os
 import random
@@ -21,7 +25,6 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
-import vllm.v1.core.kv_cache_utils as patched
 from vllm.config import ModelConfig, VllmConfig
 from vllm.v1.kv_cache_interface import (
     ChunkedLocalAttentionSpec,
@@ -37,14 +40,18 @@ from vllm.v1.kv_cache_interface import (
 
 TREE_ENV = "TKV_SEAM_TREE"
 BASE_TAG = "tkv-seam-base"
-MODULE_PATH = "vllm/v1/core/kv_cache_utils.py"
-PRISTINE_NAME = "tkv_seam_pristine_kv_cache_utils"
+BASE = os.environ.get("BASE") or "v0.31.0"
+# The module holding the KV cache planner, per base (where it is not kv_cache_utils).
+PLANNER_MODULES = {"v0.33.0": "vllm.v1.core.kv_cache_planning"}
+PLANNER_MODULE = PLANNER_MODULES.get(BASE, "vllm.v1.core.kv_cache_utils")
+MODULE_PATH = PLANNER_MODULE.replace(".", "/") + ".py"
+PRISTINE_NAME = "tkv_seam_pristine_" + PLANNER_MODULE.rsplit(".", 1)[1]
+patched = importlib.import_module(PLANNER_MODULE)
+# From v0.32.0 on, the per-block budget takes the layout (its layer-outer branch pads each page).
+BUDGET_TAKES_LAYOUT = "layout" in inspect.signature(patched._get_kv_cache_bytes_per_block).parameters
 LAYOUTS = list(KVCacheLayout)  # every layout, the head-outer LHBNC and BHLNC too
 BLOCK_SIZE = 16
 NUM_CASES = 200
-BASE = os.environ.get("BASE", "v0.31.0")
-# From v0.32.0 on, the per-block budget takes the layout (its layer-outer branch pads each page).
-BUDGET_TAKES_LAYOUT = BASE != "v0.31.0"
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +112,56 @@ def vllm_config(tmp_path_factory) -> VllmConfig:
 def _outcome(fn, *args):
     """What a call returns, or the type and text of what it raises."""
     try:
-        result = fn(*args)
+        with _own_builder(inspect.getmodule(fn)):
+            result = fn(*args)
     except Exception as e:  # both planners must fail the same way
         return ("raised", type(e).__name__, str(e))
     return ("returned", result, repr(result))
+
+
+@contextlib.contextmanager
+def _own_builder(module):
+    """Where the planner places through the platform's ``KVCacheConfigBuilder`` (v0.33.0),
+    make the platform pick the builder of ``module``, so the pristine planner is not served
+    by the patched module's ``DefaultKVCacheConfigBuilder``."""
+    if not hasattr(module, "DefaultKVCacheConfigBuilder"):
+        yield
+        return
+    from vllm.platforms import current_platform
+
+    path = f"{module.__name__}.DefaultKVCacheConfigBuilder"
+    saved = current_platform.__dict__.get("get_kv_cache_config_builder_cls")
+    current_platform.get_kv_cache_config_builder_cls = lambda vllm_config: path
+    try:
+        yield
+    finally:
+        if saved is None:
+            del current_platform.get_kv_cache_config_builder_cls
+        else:
+            current_platform.get_kv_cache_config_builder_cls = saved
+
+
+def _bytes_per_block_args(module, groups, layout):
+    """The arguments of ``_get_kv_cache_bytes_per_block``: the groups, and the layout
+    where the base's planner takes it."""
+    if "layout" in inspect.signature(module._get_kv_cache_bytes_per_block).parameters:
+        return (groups, layout)
+    return (groups,)
+
+
+def _get_kv_cache_configs(module):
+    """``get_kv_cache_configs`` of ``module``, taking the per-worker specs and memory; on a
+    base whose planner takes the global groups too (v0.33.0), they are formed first, as the
+    engine core does."""
+    if "global_kv_cache_groups" not in inspect.signature(module.get_kv_cache_configs).parameters:
+        return module.get_kv_cache_configs
+
+    def get_kv_cache_configs(vllm_config, kv_cache_specs, available_memory):
+        groups = module.get_global_kv_cache_groups(vllm_config, kv_cache_specs)
+        return module.get_kv_cache_configs(vllm_config, kv_cache_specs, available_memory, groups)
+
+    get_kv_cache_configs.__module__ = module.__name__
+    return get_kv_cache_configs
 
 
 def _random_spec(rng: random.Random) -> KVCacheSpec:
@@ -180,14 +233,21 @@ def test_unfused_groups_plan_as_pristine(pristine):
         layout = rng.choice(LAYOUTS)
         memory = rng.randint(0, 64) * 4096 + rng.randrange(4096)
         config = _planner_config(layout)
-        budget_args = (groups, layout) if BUDGET_TAKES_LAYOUT else (groups,)
-        ours = _outcome(patched._get_kv_cache_bytes_per_block, *budget_args)
-        theirs = _outcome(pristine._get_kv_cache_bytes_per_block, *budget_args)
-        assert ours == theirs, ("_get_kv_cache_bytes_per_block", groups, layout)
-        budgeted += ours[0] == "returned"
-        ours = _outcome(patched.get_kv_cache_config_from_groups, config, groups, memory)
-        theirs = _outcome(pristine.get_kv_cache_config_from_groups, config, groups, memory)
-        assert ours == theirs, ("get_kv_cache_config_from_groups", groups, layout, memory)
+        for name in ("_get_kv_cache_bytes_per_block", "get_kv_cache_config_from_groups"):
+            ours, theirs = (
+                _outcome(
+                    getattr(module, name),
+                    *(
+                        _bytes_per_block_args(module, groups, layout)
+                        if name.startswith("_")
+                        else (config, groups, memory)
+                    ),
+                )
+                for module in (patched, pristine)
+            )
+            assert ours == theirs, (name, groups, layout, memory)
+            if name.startswith("_"):
+                budgeted += ours[0] == "returned"
         planned += ours[0] == "returned"
     # Most inputs are plannable: the comparison is not one of errors only.
     assert budgeted > NUM_CASES // 2
@@ -208,8 +268,8 @@ def test_unfused_models_plan_and_check_capacity_as_pristine(pristine, vllm_confi
         ]
         memory = [rng.randint(1, 4) * 2**20 + rng.randrange(2**16) for _ in workers]
         vllm_config.model_config.max_model_len = rng.choice([16, 100, 256])
-        ours = _outcome(patched.get_kv_cache_configs, vllm_config, workers, memory)
-        theirs = _outcome(pristine.get_kv_cache_configs, vllm_config, workers, memory)
+        ours = _outcome(_get_kv_cache_configs(patched), vllm_config, workers, memory)
+        theirs = _outcome(_get_kv_cache_configs(pristine), vllm_config, workers, memory)
         assert ours == theirs, (workers, memory)
         planned += ours[0] == "returned"
 

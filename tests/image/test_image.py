@@ -28,7 +28,8 @@ BASE = os.environ.get("BASE", "v0.31.0")
 TREE = ROOT / "build" / f"vllm-{BASE}"
 PINS = load_bases(ROOT / "bases.toml")[BASE]
 # How many vllm/ files each base's overlay replaces (its queue's footprint).
-EXPECTED_FILES = {"v0.31.0": 12, "v0.32.0": 12}
+# v0.33.0: kv_cache_planning.py in place of kv_cache_utils.py, still twelve.
+EXPECTED_FILES = {"v0.31.0": 12, "v0.32.0": 12, "v0.33.0": 12}
 STAND_IN = "tkv-seam-test/stand-in"
 TARGET = "tkv-seam-test/vllm-openai"
 

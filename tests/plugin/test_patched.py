@@ -17,6 +17,7 @@ marks bypass process-wide: it keeps a process of its own.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -29,6 +30,9 @@ TKV_FULL_SPEC = f"{TKV_SPECS}.TkvFullAttentionSpec"
 # its equal-byte control: K4V4 and K8V8 slots average to exactly one K8V4 slot.
 MIXED_BITS = [(4, 4), (8, 8), (4, 4), (8, 8)]
 CONTROL_BITS = (8, 4)
+
+# The base under test (the runner passes the environment through).
+BASE = os.environ.get("BASE") or "v0.31.0"
 
 # Scripts that check independent things run each part through ``attempt`` so one
 # failing part still reports the others.
@@ -49,7 +53,16 @@ from vllm.plugins import load_general_plugins
 
 load_general_plugins()
 
-from vllm.config.cache import CacheConfig, cache_dtype_choices, is_plugin_cache_dtype
+from vllm.config.cache import CacheConfig, is_plugin_cache_dtype
+
+try:
+    from vllm.config.cache import cache_dtype_choices
+except ImportError:  # v0.33.0: the values are upstream's KV_CACHE_DTYPES
+    from vllm.config.cache import KV_CACHE_DTYPES
+
+    def cache_dtype_choices():
+        return sorted(KV_CACHE_DTYPES)
+
 from vllm.engine.arg_utils import EngineArgs
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
@@ -131,8 +144,14 @@ from vllm.config import set_current_vllm_config
 from vllm.engine.arg_utils import EngineArgs
 from vllm.model_executor.layers.attention.attention import Attention
 from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
-from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+
+try:  # v0.33.0 moved the planner; the engine core forms the global groups first
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+except ImportError:
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+
+    get_global_kv_cache_groups = None
 
 mixed_bits = json.loads(sys.argv[2])
 control_k, control_v = json.loads(sys.argv[3])
@@ -167,7 +186,10 @@ def type_path(obj):
 
 
 def plan(specs_by_name, available):
-    (kv_cache_config,) = get_kv_cache_configs(config, [specs_by_name], [available])
+    args = (config, [specs_by_name], [available])
+    if get_global_kv_cache_groups is not None:
+        args += (get_global_kv_cache_groups(config, [specs_by_name]),)
+    (kv_cache_config,) = get_kv_cache_configs(*args)
     return kv_cache_config
 
 
@@ -286,6 +308,33 @@ emit(
 """
 
 
+# turbo-attn's recent ring predicts the KV cache groups before vLLM forms them, with
+# `from vllm.v1.core.kv_cache_utils import get_kv_cache_groups` (tkv/integrations/vllm/
+# _recent_ring.py, `predicted_groups`), and plans over every layer when that fails.
+RING_PREDICTION = """
+import sys
+from types import SimpleNamespace
+
+import torch
+
+from tkv.integrations.vllm._recent_ring import predicted_groups
+from vllm.engine.arg_utils import EngineArgs
+from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+config = EngineArgs(model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256).create_engine_config()
+spec = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype=torch.bfloat16)
+specs = {f"model.layers.{i}.self_attn.attn": spec for i in range(2)}
+worker = SimpleNamespace(vllm_config=config, model_runner=SimpleNamespace(get_kv_cache_spec=lambda: specs))
+try:
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_groups  # noqa: F401
+
+    import_error = None
+except ImportError as e:
+    import_error = str(e)
+emit(groups=predicted_groups(worker), names=list(specs), import_error=import_error)
+"""
+
+
 def _ok(part: dict) -> dict:
     assert "error" not in part, part["error"]
     return part["ok"]
@@ -302,6 +351,7 @@ def shared(tmp_path_factory):
             ("backend_resolution", BACKEND_RESOLUTION, [str(model)]),
             ("registration", REGISTRATION, []),
             ("planning", PLANNING, [str(model_n), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS)]),
+            ("ring_prediction", RING_PREDICTION, [str(model)]),
         ],
         tmp_path,
     )
@@ -403,6 +453,22 @@ def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity
     assert fused["stock_count"] == 1 and fused["stock_page"] == fused["composite_page"], fused
     assert stock_blocks == control_blocks // n, fused
     assert stock_blocks < fused_blocks, fused
+
+
+def test_recent_ring_predicts_the_kv_cache_groups_where_the_planner_has_not_moved(shared):
+    """Outside the seam: on v0.33.0 (planner in kv_cache_planning.py) turbo-attn 0.70.1's
+    import of get_kv_cache_groups from kv_cache_utils fails, and its ring prediction falls
+    back to None (a known gap of v0.33.0's PROTOCOL.md); elsewhere it predicts the groups."""
+    result = part(shared, "ring_prediction")
+
+    if BASE == "v0.33.0":
+        assert result["groups"] is None, result
+        assert result["import_error"].startswith(
+            "cannot import name 'get_kv_cache_groups' from 'vllm.v1.core.kv_cache_utils'"
+        ), result
+    else:
+        assert result["import_error"] is None, result
+        assert result["groups"] == [result["names"]], result
 
 
 def test_tkv_bypass_serves_the_models_own_kv(tmp_path):

@@ -65,6 +65,16 @@ FOOTPRINTS = {
     # The v0.32.0 port keeps every patch and touches the same files.
     "v0.32.0": (V031_SLUGS, V031_VLLM_FILES, V031_OTHER_FILES),
 }
+# The v0.33.0 port keeps every patch (0001 re-expressed over upstream's registry); its planner
+# patch (0009) moved with upstream's planner from kv_cache_utils.py to kv_cache_planning.py.
+FOOTPRINTS["v0.33.0"] = (
+    V031_SLUGS,
+    sorted(
+        "vllm/v1/core/kv_cache_planning.py" if path == "vllm/v1/core/kv_cache_utils.py" else path
+        for path in V031_VLLM_FILES
+    ),
+    V031_OTHER_FILES,
+)
 SLUGS, VLLM_FILES, OTHER_FILES = FOOTPRINTS[BASE]
 
 # SEAM.md 1.4: obsolete or dropped names that no added line of code or test may carry.
