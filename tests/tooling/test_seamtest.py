@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tkvseam.seamtest.bisect import BisectRow
 from tkvseam.seamtest.hfcache import SNAPSHOT, build
 from tkvseam.seamtest.outcomes import fold
@@ -98,3 +100,18 @@ def test_bases_carry_their_own_seam_pins():
     assert b.seam.ruff and b.seam.upstream_tests
     req = b.seam.plugin.requirements_txt()
     assert req.startswith(b.seam.plugin.requirement + " --hash=sha256:")
+
+
+def test_every_job_is_told_its_base_whatever_the_callers_environment(tmp_path, monkeypatch):
+    """tests/plugin and tests/differential read $BASE; `make BASE=...` would export it, a
+    direct `tkv-seam seamtest --base` does not: the runner sets it from the base under test."""
+    from tkvseam.bases import load_bases
+    from tkvseam.seamtest.runner import Runner
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("BASE", "v0.31.0")
+    r = Runner.__new__(Runner)  # no build tree: only the environment is made
+    r.work, r.hf_home, r.bytecode = tmp_path, tmp_path / "hf", True
+    r.base = load_bases(root / "bases.toml")["v0.33.0"]
+    env = r.env(tmp_path / "outcomes.jsonl", {"EXTRA": "1"})
+    assert env["BASE"] == "v0.33.0" and env["EXTRA"] == "1" and env["VLLM_PLUGINS"] == ""

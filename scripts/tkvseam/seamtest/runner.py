@@ -215,6 +215,9 @@ class Runner:
                 "VLLM_PLUGINS": "",
                 "VLLM_CACHE_ROOT": str(self.work / "vllm-cache"),
                 "TKV_SEAM_OUTCOMES": str(outcomes),
+                # the base under test, for the project's tests that differ per base (tests/plugin,
+                # tests/differential); set here, not inherited from make's command line
+                "BASE": self.base.name,
                 "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
                 # humming (a vLLM dependency) starts two background CUDA builds per
                 # importing process; on CPU they only fail, outlive the process and
