@@ -13,6 +13,7 @@ equal numbers or the same error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -252,6 +253,61 @@ def test_unfused_groups_plan_as_pristine(pristine):
     # Most inputs are plannable: the comparison is not one of errors only.
     assert budgeted > NUM_CASES // 2
     assert planned > NUM_CASES // 2
+
+
+def _own_tensors(config):
+    """The config without tensors of layers that no group of it holds."""
+    held = {name for group in config.kv_cache_groups for name in group.layer_names}
+    own = [t for t in config.kv_cache_tensors if set(t.layers) <= held]
+    assert all(not set(t.layers) & held for t in config.kv_cache_tensors if t not in own)
+    return dataclasses.replace(config, kv_cache_tensors=own)
+
+
+def test_projected_groups_plan_as_pristine(pristine):
+    """A pipeline parallel worker's projection of random groups, as get_kv_cache_configs makes it.
+
+    A projected UniformTypeKVCacheSpecs group that holds some of its layers gets their specs only;
+    one that holds none keeps the global kv_cache_specs with no layer_names. The budget equals the
+    pristine one in every case. The plans are equal too, except that for a group holding none of
+    its layers the pristine planner (which iterates kv_cache_specs there) also emits tensors for
+    the other workers' layers, budgeted at 0 bytes and held by no group of the config; the patched
+    planner (which reads layer_names) does not: they are equal once those tensors are dropped.
+    """
+    rng = random.Random("tkv-seam-projected-groups")
+    planned = uniform_none = uniform_part = 0
+    for _ in range(NUM_CASES):
+        global_groups = _random_groups(rng)
+        names = [name for group in global_groups for name in group.layer_names]
+        specs = {
+            name: pristine._get_per_layer_spec(group, name)
+            for group in global_groups
+            for name in group.layer_names
+        }
+        worker = {name: specs[name] for name in names if rng.random() < 0.5} or {names[0]: specs[names[0]]}
+        groups = pristine._project_kv_cache_groups_to_worker(global_groups, worker)
+        for group, projected in zip(global_groups, groups):
+            if isinstance(group.kv_cache_spec, UniformTypeKVCacheSpecs):
+                if not projected.layer_names:
+                    uniform_none += 1
+                elif len(projected.layer_names) < len(group.layer_names):
+                    uniform_part += 1
+        layout = rng.choice(LAYOUTS)
+        memory = rng.randint(0, 64) * 4096 + rng.randrange(4096)
+        config = _planner_config(layout)
+        budget_args = (groups, layout) if BUDGET_TAKES_LAYOUT else (groups,)
+        ours = _outcome(patched._get_kv_cache_bytes_per_block, *budget_args)
+        theirs = _outcome(pristine._get_kv_cache_bytes_per_block, *budget_args)
+        assert ours == theirs, ("_get_kv_cache_bytes_per_block", groups, layout)
+        ours = _outcome(patched.get_kv_cache_config_from_groups, config, groups, memory)
+        theirs = _outcome(pristine.get_kv_cache_config_from_groups, config, groups, memory)
+        if theirs[0] == "returned":
+            own = _own_tensors(theirs[1])
+            theirs = ("returned", own, repr(own))
+        assert ours == theirs, ("get_kv_cache_config_from_groups", groups, layout, memory)
+        planned += ours[0] == "returned"
+    assert planned > NUM_CASES // 2
+    # Both projections of a UniformTypeKVCacheSpecs group are drawn.
+    assert uniform_none > 10 and uniform_part > 10
 
 
 def test_unfused_models_plan_and_check_capacity_as_pristine(pristine, vllm_config):
