@@ -42,7 +42,7 @@ from .errors import ApplyError, PortStopped, RefusedError, SeamError
 from .patch import Patch, _diagnose, hunk_start, parse_text, replay_file, split_lines
 from .progress import QUIET, Progress
 from .series import read_series
-from .state import AppliedPatch, TreeState, UserWork, check_removable, describe_dir, keep_dropped
+from .state import AppliedPatch, TreeState, check_removable, describe_dir, keep_dropped, uncommitted_work
 
 PORT_STATE = "tkv-seam-port.json"  # in the port tree's .git: the resumable port's own state
 PORT_MSG = "tkv-seam-port-msg"  # the stopped patch's commit message, for the user to edit
@@ -768,13 +768,11 @@ def _recover(root: Path, state: PortState) -> str | None:
     parent = git.out(tree, "rev-parse", "--verify", "--quiet", f"{head}^", check=False)
     patch = _patch(root, state, state.next)
     subject = git.out(tree, "log", "-1", "--format=%s", head)
-    if parent != state.head or subject != " ".join(patch.header.message.split("\n\n")[0].split()):
+    # git's %s is the message's first paragraph on one line
+    patch_subject = " ".join(patch.header.message.split("\n\n")[0].split())
+    if parent != state.head or subject != patch_subject:
         return None
-    trailers = parse_text(
-        f"From: {patch.header.author}\nSubject: {git.out(tree, 'log', '-1', '--format=%B', head)}\n"
-        "diff --git a/x b/x\n",
-        patch.name,
-    ).header
+    trailers = _message_header(patch, git.out(tree, "log", "-1", "--format=%B", head))
     status = "resolved" if state.current else "exact"
     verdict, reason = " ".join(trailers.get("Verdict")), " ".join(trailers.get("Reason"))
     state.done.append(_done(patch, status, head, verdict, reason, note="recorded after an interrupted run"))
@@ -783,6 +781,13 @@ def _recover(root: Path, state: PortState) -> str | None:
     (tree / ".git" / PORT_MSG).unlink(missing_ok=True)
     state.save()
     return f"{patch.name}: committed by an interrupted run ({head[:12]}); recorded as {status}"
+
+
+def _message_header(patch: Patch, message: str):
+    """The header fields (Verdict, Reason, ...) of a commit message written for ``patch``."""
+    return parse_text(
+        f"From: {patch.header.author}\nSubject: {message}\ndiff --git a/x b/x\n", patch.name
+    ).header
 
 
 def _patch(root: Path, state: PortState, k: int) -> Patch:
@@ -900,7 +905,7 @@ def resume(
             return state
         if not state.finished:  # killed while applying patch `next`: keep its leftovers, apply it again
             tree = Path(state.tree)
-            left = UserWork(tree, dirty=[(st.strip() or "??", p) for st, p in git.status_paths(tree)])
+            left = uncommitted_work(tree)
             if left:
                 ref = keep_dropped(tree, left, f"retrying {Path(state.series[state.next]).name}")
                 progress.step(
@@ -954,9 +959,7 @@ def resume(
         message = _set_trailer(message, "Verdict", verdict)
     if reason:
         message = _set_trailer(message, "Reason", reason)
-    header = parse_text(
-        f"From: {patch.header.author}\nSubject: {message}\ndiff --git a/x b/x\n", patch.name
-    ).header
+    header = _message_header(patch, message)
     git.run(
         tree,
         "commit",

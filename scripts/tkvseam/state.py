@@ -131,9 +131,14 @@ class UserWork:
         return "\n".join(out)
 
 
+def uncommitted_work(tree: Path) -> UserWork:
+    """The uncommitted (and untracked, not ignored) files of ``tree``."""
+    return UserWork(tree, dirty=[(st.strip() or "??", p) for st, p in git.status_paths(tree)])
+
+
 def user_work(tree: Path, state: TreeState, expected_heads: tuple[str, ...] = ()) -> UserWork:
     """Uncommitted files and commits in ``tree`` that its recorded state does not hold."""
-    work = UserWork(tree, dirty=[(st.strip() or "??", p) for st, p in git.status_paths(tree)])
+    work = uncommitted_work(tree)
     head = git.head(tree)
     if head not in (state.head, *expected_heads):
         work.moved_head = head
