@@ -60,14 +60,18 @@ def test_upstream_field_is_required(project):
     assert problems == {("0001-cache-tweak.patch", "header lacks the Upstream: field")}
 
 
-def test_test_dependency_must_be_an_earlier_patch(project):
-    names = make_two_patches(project)
+def _make_second_depend_on_the_first_for_tests_only(project, names) -> None:
     second = project.root / "patches" / names[1]
     second.write_text(
         second.read_text().replace(
             "Depends-on: cache-tweak\n", "Depends-on: none\nTest-depends-on: cache-tweak\n"
         )
     )
+
+
+def test_test_dependency_must_be_an_earlier_patch(project):
+    names = make_two_patches(project)
+    _make_second_depend_on_the_first_for_tests_only(project, names)
     assert lint_json(project, 0)["ok"] is True
 
     first = project.root / "patches" / names[0]
@@ -87,12 +91,8 @@ def test_header_parses_test_dependencies_apart_from_code_dependencies(project):
     from tkvseam.patch import parse_file
 
     names = make_two_patches(project)
+    _make_second_depend_on_the_first_for_tests_only(project, names)
     second = project.root / "patches" / names[1]
-    second.write_text(
-        second.read_text().replace(
-            "Depends-on: cache-tweak\n", "Depends-on: none\nTest-depends-on: cache-tweak\n"
-        )
-    )
     header = parse_file(second).header
     assert header.depends_on == []
     assert header.test_depends_on == ["cache-tweak"]
