@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__, commands, commands_release
+from . import __version__, commands, commands_carry, commands_release
 from .errors import EXIT_FAILURE, SeamError
 from .options import Context, emit_json
 
@@ -82,5 +82,5 @@ def main(ctx, root, bases, cache, quiet):
     ctx.obj = Context(root, bases, cache, quiet)
 
 
-for _command in commands.COMMANDS + commands_release.COMMANDS:
+for _command in commands.COMMANDS + commands_release.COMMANDS + commands_carry.COMMANDS:
     main.add_command(_command)

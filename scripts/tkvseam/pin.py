@@ -30,6 +30,7 @@ from .bases import (
     sdist_commit,
     simple_listing,
 )
+from .basesfile import insert_base
 from .errors import EXIT_USAGE, SeamError, VerifyError
 from .progress import QUIET, Progress
 from .series import Queue
@@ -143,7 +144,7 @@ def _write_entry(bases_file: Path, base: Base) -> None:
     table.add("sdist", _inline(asdict(base.sdist)))
     table.add("image", _inline(asdict(base.image)))
     table.add("queue", _inline({"series": base.queue.series, "patches": base.queue.patches}))
-    doc.add(base.name, table)
+    insert_base(doc, base.name, table)  # release order, whatever order pins arrive in
     fd, tmp = tempfile.mkstemp(prefix=f".{bases_file.name}.", dir=bases_file.parent)
     try:
         with os.fdopen(fd, "w") as f:

@@ -1,0 +1,85 @@
+"""Edits of the bases file (``bases.toml``) that keep every other byte: tomlkit, written atomically.
+
+The file lists the bases in release order (PEP 440), whatever order they are pinned in:
+``insert_base`` puts a new table before the first newer release. ``set_seam`` writes a base's
+``["<base>".seam]`` table; ``remove_base`` drops a base's tables.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import tomlkit
+from packaging.version import InvalidVersion, Version
+from tomlkit.items import Table
+
+from .errors import SeamError
+
+
+def read(path: Path) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(path.read_text())
+    except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as e:
+        raise SeamError(f"cannot read bases file {path}: {e}", hint=f"git diff -- {path.name}") from e
+
+
+def write(path: Path, doc: tomlkit.TOMLDocument) -> None:
+    """Replace ``path`` with ``doc`` atomically (a crash leaves the old file or the new one)."""
+    text = tomlkit.dumps(doc)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _version(table: object) -> Version | None:
+    try:
+        return Version(str(table["version"]))  # type: ignore[index]
+    except (KeyError, TypeError, InvalidVersion):
+        return None
+
+
+def insert_base(doc: tomlkit.TOMLDocument, name: str, table: Table) -> None:
+    """Add ``name``'s table before the first base of a newer release (else at the end)."""
+    new = _version(table)
+    for index, (key, item) in enumerate(doc.body):
+        if key is None or not isinstance(item, Table):
+            continue
+        old = _version(item)
+        if new is not None and old is not None and old > new:
+            table.add(tomlkit.nl())  # a blank line before the next table
+            doc._insert_at(index, name, table)  # tomlkit's positional insert (no public one)
+            return
+    doc.add(name, table)
+
+
+def set_seam(path: Path, name: str, seam: Table) -> None:
+    """Write ``seam`` as ``["<name>".seam]`` (replacing an existing one) into the bases file."""
+    doc = read(path)
+    if name not in doc:
+        raise SeamError(f"{path}: no [{name!r}] table to add a seam table to", hint=f"tkv-seam pin {name}")
+    base = doc[name]
+    if "seam" in base:
+        del base["seam"]
+    base.add("seam", seam)
+    write(path, doc)
+
+
+def remove_base(path: Path, name: str) -> bool:
+    """Drop ``name``'s table (and its ``.seam`` table); False when the file has none."""
+    doc = read(path)
+    if name not in doc:
+        return False
+    doc.remove(name)
+    write(path, doc)
+    return True

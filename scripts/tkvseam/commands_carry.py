@@ -1,0 +1,156 @@
+"""Subcommands that carry a base in and out: ``carried``, ``seam-table``, ``lock-cpu``, ``retire``.
+
+Bodies parse options and call the library; the top group maps errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .options import Context, emit_json, force_option, json_option, pass_ctx
+
+
+@click.command()
+@json_option
+@pass_ctx
+def carried(ctx: Context, as_json):
+    """The carried bases (those whose queue exists), oldest release first, one per line.
+
+    ``make test`` checks each of them.
+    """
+    from .bases import load_bases
+    from .carried import carried_bases
+
+    names = carried_bases(load_bases(ctx.bases_file), ctx.root)
+    if as_json:
+        emit_json({"carried": names})
+        return
+    for name in names:
+        click.echo(name)
+
+
+@click.command("seam-table")
+@click.argument("base_name", metavar="BASE")
+@click.option(
+    "--from", "source", default=None, help="Carry from this base [default: the newest carried older one]."
+)
+@click.option(
+    "--plugin",
+    default=None,
+    help="Plugin pin (name==version), hashes from the index [default: the source's].",
+)
+@click.option(
+    "--ruff", default=None, help="Style-gate ruff version [default: the sdist's .pre-commit-config.yaml]."
+)
+@force_option
+@json_option
+@pass_ctx
+def seam_table(ctx: Context, base_name, source, plugin, ruff, force, as_json):
+    """Write the ["BASE".seam] table of a pinned base into bases.toml, derived by code.
+
+    ruff from the sdist's .pre-commit-config.yaml; the plugin pin of the base it is carried
+    from; that base's upstream test files that exist in BASE's sdist, plus the new paths of
+    moved ones (git diff -M). Each test file is listed: kept, moved or dropped.
+    """
+    from . import seamtable
+    from .bases import load_bases
+    from .kept import keep
+
+    bases = load_bases(ctx.bases_file)
+    base = ctx.base(base_name, hint="tkv-seam pin <version>   (then seam-table v<version>)")
+    table = seamtable.derive(ctx.root, bases, base, ctx.cache, source, plugin, ruff, progress=ctx.progress)
+    kept = None
+    if force and seamtable.differs(base.seam, table):
+        kept = str(keep(ctx.root, [ctx.bases_file], f"seam-table-{base.name}"))
+    seamtable.write(ctx.bases_file, table, base.seam, force)
+    if as_json:
+        emit_json(table.to_json() | {"kept": kept})
+        return
+    for line in table.lines():
+        click.echo(f"  {line}")
+    where = f" (the old file is kept in {kept})" if kept else ""
+    click.echo(
+        f"{base.name}: .seam table {table.status} in {ctx.bases_file.name}, from {table.source}'s{where}"
+    )
+
+
+@click.command("lock-cpu")
+@click.argument("base_name", metavar="BASE")
+@click.option(
+    "--find-links",
+    "find_links",
+    multiple=True,
+    help="Directory holding torch-<v>+cpu wheels (repeatable) [default: $PIP_FIND_LINKS].",
+)
+@click.option(
+    "--torch", "torch_version", default=None, help="Lock this torch instead of the local CPU build."
+)
+@click.option(
+    "--exclude-newer", default=None, help="Only files uploaded before this UTC time [default: now]."
+)
+@click.option("--index-url", default=None, help="Package index for uv [default: uv's, PyPI].")
+@click.option("--no-index", is_flag=True, help="Resolve from the find-links directories only.")
+@json_option
+@pass_ctx
+def lock_cpu(ctx: Context, base_name, find_links, torch_version, exclude_newer, index_url, no_index, as_json):
+    """Resolve BASE's CPU lock (ci/lock-cpu-BASE.txt) with uv: that vLLM, the local CPU torch.
+
+    The release's test pins, torch overridden to this machine's +cpu build, torchvision,
+    torchaudio and torchcodec excluded; the file's header says how it was made and the
+    one command that remakes it. A changed lock is replaced; the old one is kept under build/kept/.
+    """
+    from .cpulock import lock_cpu as do_lock
+
+    base = ctx.base(base_name, hint="tkv-seam pin <version>   (then lock-cpu v<version>)")
+    result = do_lock(
+        ctx.root,
+        base,
+        ctx.cache,
+        list(find_links) or None,
+        torch_version,
+        exclude_newer,
+        index_url,
+        no_index,
+        progress=ctx.progress,
+    )
+    if as_json:
+        emit_json(result.to_json())
+        return
+    where = f" (the old one is kept in {result.kept})" if result.kept else ""
+    click.echo(
+        f"{result.path}: {result.status}{where}: {len(result.pins)} pins, torch {result.torch['version']}"
+        + (f" (the release asks for {result.torch['asked']})" if result.torch.get("asked") else "")
+    )
+
+
+@click.command()
+@click.argument("base_name", metavar="BASE")
+@force_option
+@json_option
+@pass_ctx
+def retire(ctx: Context, base_name, force, as_json):
+    """Retire BASE: its queue, pin, CPU lock and the trees built for it.
+
+    A copy of the queue, the lock and bases.toml is kept under build/kept/ first. Refuses the
+    top-level queue (v0.31.0), a base a port is carried from, and trees holding your work
+    (--force moves those into the kept directory).
+    """
+    from .retire import retire as do_retire
+
+    result = do_retire(ctx.root, ctx.bases_file, base_name, ctx.cache, force, ctx.progress)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for path in result.removed:
+        click.echo(f"  removed {path}")
+    for path in result.moved:
+        click.echo(f"  moved   {path}")
+    for path in result.left:
+        click.echo(f"  left    {path}")
+    click.echo(
+        f"{base_name}: retired; a copy of its queue, lock and the old bases file is in {result.kept}\n"
+        + (f"\n  commit it: git add -A {' '.join(result.to_commit)}" if result.to_commit else "")
+    )
+
+
+COMMANDS = [carried, seam_table, lock_cpu, retire]

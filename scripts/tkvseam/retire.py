@@ -1,0 +1,190 @@
+"""Retire a base: its queue, pin, CPU lock and the trees the tool built for it go.
+
+Everything is checked before anything changes: the top-level queue (v0.31.0's ``series`` +
+``patches/``, what ``make apply BASE=v0.31.0``, ``quilt push -a`` and ``git am`` read with no
+variables) is refused, and so is a base another port is being carried from, a tree holding
+work the tool did not record (unless ``--force``), or a queue that is a symlink. Then:
+
+1. a copy of the queue directory, the lock and the bases file goes to ``build/kept/<time>-retire-<base>/``;
+2. the trees: ``build/vllm-<base>``, ``build/port-<base>`` (with ``--force``, one holding your
+   work is moved into the kept directory instead of deleted), ``build/seamtest/<base>``,
+   ``build/bench/<base>``, the test venv ``.venv-vllm-<base>``, and in the cache the pristine
+   repository ``bases/<base>-sdist`` and the stock baselines ``seamtest/upstream-stock-<base>-*``
+   (the downloaded sdist stays, like ``make clean`` keeps the download cache);
+3. ``ci/lock-cpu-<base>.txt``; the queue's own files (``series``, the patches it lists,
+   ``PORT.md``; anything else in the directory is left and named); last the base's tables in
+   the bases file. A run killed half-way is finished by running it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import basesfile
+from .bases import Base, lock_file, load_bases
+from .carried import PORT_VERDICTS
+from .errors import RefusedError, UsageError
+from .kept import keep
+from .lock import locked
+from .progress import QUIET, Progress
+from .series import DEFAULT_QUEUE, Queue, parse_series_text
+from .state import STATE, check_removable
+
+PORT_STATE = "tkv-seam-port.json"  # a port tree's state (port.PortState), inside its .git
+
+
+@dataclass
+class RetireResult:
+    base: str
+    kept: str
+    removed: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # path: why it stayed
+    moved: list[str] = field(default_factory=list)  # trees holding your work, moved into `kept`
+    to_commit: list[str] = field(default_factory=list)  # project files changed (for `git add -A`)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _refuse_top_level(name: str, queue: Queue) -> None:
+    if queue.series == DEFAULT_QUEUE.series or queue.patches == DEFAULT_QUEUE.patches:
+        raise RefusedError(
+            f"{name}'s queue is the top-level one (`{queue.series}` + `{queue.patches}/`): it is what "
+            f"`make apply BASE={name}`, `quilt push -a` and `git am patches/*.patch` use with no variables, "
+            "and every other base's queue lives under patches/; it cannot be retired",
+            hint="tkv-seam carried   (retire one of the other carried bases instead)",
+        )
+
+
+def _ports_from(root: Path, name: str) -> list[str]:
+    """Port trees under build/ carrying ``name``'s queue forward that have not finished."""
+    out = []
+    for state in sorted((root / "build").glob(f"port-*/.git/{PORT_STATE}")):
+        try:
+            data = json.loads(state.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("from_base") == name and not data.get("finished"):
+            out.append(str(state.parents[1].relative_to(root)))
+    return out
+
+
+def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
+    """(the queue's own files, the other entries of its directory)."""
+    directory = root / queue.patches
+    series = root / queue.series
+    own = [series] if series.is_file() else []
+    if series.is_file():
+        own += [directory / n for n in parse_series_text(series.read_text()) if (directory / n).is_file()]
+    if (directory / PORT_VERDICTS).is_file():
+        own.append(directory / PORT_VERDICTS)
+    others = []
+    if directory.is_dir():
+        others = [p for p in sorted(directory.iterdir()) if p not in own]
+    return own, others
+
+
+def _tree_problem(path: Path) -> str | None:
+    """Why ``path`` (a build tree) may not simply be deleted, or None (absent, or nothing of yours)."""
+    port = path / ".git" / PORT_STATE
+    if port.is_file() and not (path / ".git" / STATE).is_file() and not path.is_symlink():
+        return f"a port in progress (tkv-seam port --to {path.name.removeprefix('port-')} --abort removes it)"
+    try:
+        check_removable(path)
+    except RefusedError as e:
+        return e.message
+    return None
+
+
+def retire(
+    root: Path, bases_file: Path, name: str, cache: Path, force: bool = False, progress: Progress = QUIET
+) -> RetireResult:
+    """Retire base ``name`` (see the module docstring)."""
+    bases = load_bases(bases_file)
+    base: Base | None = bases.get(name)
+    queue = base.queue if base else Queue.for_base(name)
+    _refuse_top_level(name, queue)
+    lock = root / f"ci/lock-cpu-{name}.txt"
+    queue_dir = root / queue.patches
+    if base is None and not queue_dir.exists() and not lock.exists():
+        known = ", ".join(bases) or "none"
+        raise UsageError(
+            f"unknown base {name!r}: no pin, queue or lock; known bases: {known}", hint="tkv-seam carried"
+        )
+    if queue_dir.is_symlink() or (root / queue.series).is_symlink():
+        raise RefusedError(
+            f"{queue.patches} (or its series) is a symlink: retire removes a queue's own files, never through a link",
+            hint=f"ls -l {queue.patches}",
+        )
+    ports = _ports_from(root, name)
+    if ports:
+        raise RefusedError(
+            f"{', '.join(ports)}: a port from {name}'s queue is in progress; it reads that queue's patches",
+            hint=f"finish or abort it first: tkv-seam port --to {Path(ports[0]).name.removeprefix('port-')} --abort",
+        )
+    trees = [root / "build" / f"vllm-{name}", root / "build" / f"port-{name}"]
+    problems = {t: p for t in trees if (p := _tree_problem(t))}
+    if problems and not force:
+        lines = "\n".join(f"  {t.relative_to(root)}: {p}" for t, p in problems.items())
+        raise RefusedError(
+            f"retiring {name} would delete trees holding work the tool did not record:\n{lines}",
+            hint=f"keep it first (e.g. `tkv-seam refresh --base {name}`), or retire with --force "
+            "(the trees are then moved under build/kept/, not deleted)",
+        )
+    own, others = _queue_files(root, queue)
+    backup = [p for p in (queue_dir, lock, bases_file) if p.exists()]
+    kept = keep(root, backup, f"retire-{name}")
+    result = RetireResult(name, str(kept.relative_to(root)))
+    progress.step(f"kept {', '.join(str(p.relative_to(root)) for p in backup)} in {result.kept}")
+
+    for tree in trees:
+        if tree in problems:
+            dest = kept / tree.relative_to(root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tree, dest)
+            result.moved.append(f"{tree.relative_to(root)} -> {dest.relative_to(root)}")
+        elif tree.exists():
+            shutil.rmtree(tree)
+            result.removed.append(str(tree.relative_to(root)))
+    for work in (root / "build" / "seamtest" / name, root / "build" / "bench" / name):
+        _remove_dir(work, root, result)
+    venv = root / f".venv-vllm-{name}"
+    if venv.is_dir() and not venv.is_symlink() and (venv / "pyvenv.cfg").is_file():
+        _remove_dir(venv, root, result)
+    elif venv.exists() or venv.is_symlink():
+        result.left.append(f"{venv.relative_to(root)}: not a venv the Makefile made (no pyvenv.cfg)")
+    with locked(lock_file(cache, f"base-{name}-sdist"), f"the cached base {name}", progress):
+        _remove_dir(cache / "bases" / f"{name}-sdist", cache, result, label=f"cache: bases/{name}-sdist")
+    for baseline in sorted((cache / "seamtest").glob(f"upstream-stock-{name}-*.json")):
+        baseline.unlink()
+        result.removed.append(f"cache: seamtest/{baseline.name}")
+
+    if lock.is_file() and not lock.is_symlink():
+        lock.unlink()
+        result.removed.append(str(lock.relative_to(root)))
+        result.to_commit.append(str(lock.relative_to(root)))
+    for path in own:
+        path.unlink()
+        result.removed.append(str(path.relative_to(root)))
+    if own:
+        result.to_commit.append(queue.patches)
+    for path in others:
+        result.left.append(f"{path.relative_to(root)}: not part of the queue (a copy is in {result.kept})")
+    if queue_dir.is_dir() and not any(queue_dir.iterdir()):
+        queue_dir.rmdir()
+    if base is not None and basesfile.remove_base(bases_file, name):
+        result.removed.append(f"{bases_file.name}: [{name!r}] and its .seam table")
+        result.to_commit.append(bases_file.name)
+    return result
+
+
+def _remove_dir(path: Path, top: Path, result: RetireResult, label: str | None = None) -> None:
+    if path.is_symlink():
+        result.left.append(f"{label or path.relative_to(top)}: a symlink, not removed")
+    elif path.is_dir():
+        shutil.rmtree(path)
+        result.removed.append(label or str(path.relative_to(top)))

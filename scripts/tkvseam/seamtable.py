@@ -1,0 +1,374 @@
+"""The ``["<base>".seam]`` table of a newly pinned base, derived by code.
+
+- ``ruff``: the ``rev`` of ruff-pre-commit in the new sdist's own ``.pre-commit-config.yaml``
+  (upstream's style gate);
+- ``plugin``: the turbo-attn pin of the base the new one is carried from (the newest carried
+  base older than it), unless a requirement is given; a given one is hash-pinned from the
+  package index (PEP 691: the sha256 of that release's wheels);
+- ``upstream_tests``: the source base's upstream test files that exist in the new sdist, plus
+  the new path of each one upstream moved (``git diff -M`` between the two pristine repos);
+  every file is listed as kept, moved or dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from . import basesfile, git
+from .bases import Base, BaseRepo, Plugin, SeamPins, base_repo, default_index_url, simple_listing
+from .carried import carried_before
+from .errors import RefusedError, SeamError, UsageError
+from .progress import QUIET, Progress
+
+PRE_COMMIT = ".pre-commit-config.yaml"
+RUFF_HOOKS = "astral-sh/ruff-pre-commit"
+
+
+@dataclass
+class TestFile:
+    """One upstream test file of the source base, and what became of it on the new base."""
+
+    path: str
+    status: str  # "kept", "moved" or "dropped"
+    new_path: str | None = None
+
+    def line(self) -> str:
+        if self.status == "moved":
+            return f"moved    {self.path} -> {self.new_path}"
+        if self.status == "dropped":
+            return f"dropped  {self.path} (not in the new sdist, no rename found)"
+        return f"kept     {self.path}"
+
+
+@dataclass
+class SeamTable:
+    base: str
+    source: str  # the base whose table it starts from
+    ruff: str
+    ruff_from: str  # where the ruff version was read
+    plugin: Plugin
+    plugin_from: str
+    tests: list[TestFile] = field(default_factory=list)
+    status: str = "derived"  # "written", "unchanged", "kept" (an existing different table left as it is)
+
+    @property
+    def upstream_tests(self) -> tuple[str, ...]:
+        return tuple(t.new_path or t.path for t in self.tests if t.status != "dropped")
+
+    def pins(self) -> SeamPins:
+        return SeamPins(self.ruff, self.plugin, self.upstream_tests)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["upstream_tests"] = list(self.upstream_tests)
+        return out
+
+    def lines(self) -> list[str]:
+        plugin = self.plugin.requirement + (
+            f" ({len(self.plugin.hashes)} hash(es))" if self.plugin.hashes else ""
+        )
+        return [
+            f"ruff     {self.ruff} ({self.ruff_from})",
+            f"plugin   {plugin} ({self.plugin_from})",
+            *(t.line() for t in self.tests),
+        ]
+
+
+# --------------------------------------------------------------------------- ruff
+
+
+def ruff_from_pre_commit(text: str, where: str) -> str:
+    """The ruff version of the ruff-pre-commit repo's ``rev`` in a pre-commit config.
+
+    ``rev: v0.14.0`` (quoted or not) gives ``0.14.0``; a commit id is accepted when its line
+    names the version in a comment (``rev: <sha>  # v0.14.0``), as pre-commit's autoupdate
+    writes it with ``--freeze``.
+    """
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\s*)-\s+repo:\s*['\"]?([^'\"#\s]+)", line)
+        if not m or not m.group(2).removesuffix(".git").rstrip("/").endswith(RUFF_HOOKS):
+            continue
+        indent = len(m.group(1))
+        for follow in lines[i + 1 :]:
+            if re.match(rf"^\s{{0,{indent}}}-\s", follow) or (follow.strip() and _indent(follow) <= indent):
+                break  # the next repo entry (or the end of the list): no rev in this one
+            r = re.match(r"^\s*(?:-\s+)?rev:\s*['\"]?([^'\"#\s]+)['\"]?\s*(?:#\s*(.*))?$", follow)
+            if r:
+                return _ruff_version(r.group(1), r.group(2), where)
+        raise SeamError(
+            f"{where}: the {RUFF_HOOKS} entry has no rev", hint="tkv-seam seam-table <base> --ruff X.Y.Z"
+        )
+    raise SeamError(
+        f"{where}: no {RUFF_HOOKS} repo: upstream's style gate is not ruff-pre-commit any more",
+        hint="read the file, then give the version: tkv-seam seam-table <base> --ruff X.Y.Z",
+    )
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _ruff_version(rev: str, comment: str | None, where: str) -> str:
+    for candidate in (rev, (comment or "").split()[0] if comment else ""):
+        try:
+            return str(Version(candidate.removeprefix("v")))
+        except InvalidVersion:
+            continue
+    raise SeamError(
+        f"{where}: ruff-pre-commit rev {rev!r} is not a version (and no '# vX.Y.Z' comment names one)",
+        hint="tkv-seam seam-table <base> --ruff X.Y.Z",
+    )
+
+
+# --------------------------------------------------------------------------- plugin
+
+
+def plugin_pin(requirement: str, index_url: str | None = None) -> Plugin:
+    """``name==version`` hash-pinned from the index: the sha256 of that release's wheels
+    (its sdist's when it has no wheel)."""
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement as e:
+        raise UsageError(f"--plugin {requirement!r}: {e}", hint="--plugin turbo-attn==0.70.1") from e
+    pins = [s for s in req.specifier if s.operator == "=="]
+    if len(pins) != 1 or len(req.specifier) != 1 or "*" in pins[0].version:
+        raise UsageError(
+            f"--plugin {requirement!r}: a plugin pin is one exact version (name==version)",
+            hint="--plugin turbo-attn==0.70.1",
+        )
+    version = Version(pins[0].version)
+    url, listing = simple_listing(canonicalize_name(req.name), index_url or default_index_url())
+    wheels, sdists = [], []
+    for entry in listing.get("files", []):
+        name, found, kind = _file(entry.get("filename", ""))
+        sha = entry.get("hashes", {}).get("sha256")
+        if name == canonicalize_name(req.name) and found == version and sha and not entry.get("yanked"):
+            (wheels if kind == "wheel" else sdists).append(f"sha256:{sha}")
+    hashes = sorted(wheels or sdists)
+    if not hashes:
+        raise SeamError(
+            f"{url} lists no file of {req.name} {version} with a sha256",
+            hint=f"check the release on the index, or give another: --plugin {req.name}==<version>",
+        )
+    return Plugin(f"{req.name}=={version}", tuple(hashes))
+
+
+def _file(filename: str) -> tuple[str | None, Version | None, str]:
+    try:
+        if filename.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(filename)
+            return name, version, "wheel"
+        name, version = parse_sdist_filename(filename)
+        return name, version, "sdist"
+    except (InvalidSdistFilename, InvalidWheelFilename, InvalidVersion):
+        return None, None, ""
+
+
+# --------------------------------------------------------------------------- upstream tests
+
+
+def _objects(repo: Path) -> Path:
+    """The object directory of a pristine repo (non-bare, from the sdist) or a mirror (bare)."""
+    return repo / ".git" / "objects" if (repo / ".git").is_dir() else repo / "objects"
+
+
+def renames(old: BaseRepo, new: BaseRepo, paths: list[str], top: str = "tests") -> dict[str, str]:
+    """``{old path: new path}`` for each of ``paths`` that upstream renamed between the bases
+    (``git diff -M`` over ``top``, in a scratch repository borrowing both repos' objects)."""
+    scratch = Path(tempfile.mkdtemp(prefix="tkv-seam-renames-"))
+    try:
+        git.run(None, "init", "-q", "--bare", str(scratch))
+        alternates = scratch / "objects" / "info" / "alternates"
+        alternates.write_text(f"{_objects(old.path)}\n{_objects(new.path)}\n")
+        # -l0: no limit on rename candidates (a release moves many test files at once)
+        out = git.run(
+            scratch, "diff", "-M", "-l0", "--name-status", "-z", old.commit, new.commit, "--", top
+        ).stdout.decode()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    fields = out.split("\0")
+    moved: dict[str, str] = {}
+    i = 0
+    while i < len(fields) - 1:
+        status = fields[i]
+        if status.startswith(("R", "C")):
+            moved[fields[i + 1]] = fields[i + 2]
+            i += 3
+        else:
+            i += 2
+    return {p: moved[p] for p in paths if p in moved}
+
+
+def _exists(repo: BaseRepo, path: str) -> bool:
+    return git.run(repo.path, "cat-file", "-e", f"{repo.commit}:{path}", check=False).returncode == 0
+
+
+def upstream_tests(old: BaseRepo, new: BaseRepo, paths: tuple[str, ...]) -> list[TestFile]:
+    """Each of the source base's test files: kept, moved (its new path) or dropped."""
+    missing = [p for p in paths if not _exists(new, p)]
+    moved = renames(old, new, missing) if missing else {}
+    out = []
+    for p in paths:
+        if p not in missing:
+            out.append(TestFile(p, "kept"))
+        elif p in moved:
+            out.append(TestFile(p, "moved", moved[p]))
+        else:
+            out.append(TestFile(p, "dropped"))
+    return out
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def source_base(root: Path, bases: dict[str, Base], new: Base, given: str | None = None) -> Base:
+    """The base a new one is carried from: ``given``, else the newest carried base older than it."""
+    if given:
+        if given not in bases:
+            raise UsageError(
+                f"unknown base {given!r}; known bases: {', '.join(bases)}", hint="tkv-seam bases"
+            )
+        src = bases[given]
+        if Version(src.version) >= Version(new.version):
+            raise UsageError(
+                f"{given} is not older than {new.name}: a base is carried forward, from an older release",
+                hint=f"tkv-seam seam-table {new.name}   (from the newest carried base older than it)",
+            )
+        return src
+    src = carried_before(bases, root, new.version)
+    if src is None:
+        raise SeamError(
+            f"no carried base older than {new.name}: nothing to carry it from",
+            hint="tkv-seam carried   (lists the bases with a queue)",
+        )
+    return src
+
+
+def derive(
+    root: Path,
+    bases: dict[str, Base],
+    new: Base,
+    cache: Path,
+    source: str | None = None,
+    plugin: str | None = None,
+    ruff: str | None = None,
+    index_url: str | None = None,
+    progress: Progress = QUIET,
+) -> SeamTable:
+    """The ``.seam`` table of ``new`` (see the module docstring); nothing is written."""
+    src = source_base(root, bases, new, source)
+    new_repo, _ = base_repo(new, cache, index_url=index_url, progress=progress)
+    if ruff:
+        ruff_version, ruff_from = _ruff_version(ruff, None, "--ruff"), "given"
+    else:
+        where = f"{new.sdist.filename}:{PRE_COMMIT}"
+        proc = git.run(new_repo.path, "show", f"{new_repo.commit}:{PRE_COMMIT}", check=False)
+        if proc.returncode != 0:
+            raise SeamError(
+                f"{new.sdist.filename} has no {PRE_COMMIT}",
+                hint=f"tkv-seam seam-table {new.name} --ruff X.Y.Z",
+            )
+        ruff_version, ruff_from = ruff_from_pre_commit(proc.stdout.decode(), where), where
+    if plugin:
+        pin, plugin_from = plugin_pin(plugin, index_url), "given, hashes from the index"
+    elif src.seam.plugin.requirement:
+        pin, plugin_from = src.seam.plugin, f"{src.name}'s pin"
+    else:
+        raise SeamError(
+            f"{src.name} pins no plugin release to carry over to {new.name}",
+            hint=f"tkv-seam seam-table {new.name} --plugin turbo-attn==<version>",
+        )
+    old_repo, _ = base_repo(src, cache, index_url=index_url, progress=progress)
+    progress.step(f"upstream test files of {src.name} on {new.name}")
+    tests = upstream_tests(old_repo, new_repo, src.seam.upstream_tests)
+    return SeamTable(new.name, src.name, ruff_version, ruff_from, pin, plugin_from, tests)
+
+
+def toml_table(table: SeamTable) -> tomlkit.items.Table:
+    """The table as the hand-written ones look (comments name where each value came from)."""
+    out = tomlkit.table()
+    out.add(tomlkit.comment(f"written by `tkv-seam seam-table {table.base}` from {table.source}'s table"))
+    out.add("ruff", table.ruff)
+    out["ruff"].comment(
+        f"rev of ruff-pre-commit in the sdist's {PRE_COMMIT}" if table.ruff_from != "given" else "given"
+    )
+    out["ruff"].trivia.comment_ws = "  "
+    out.add(tomlkit.comment(f"plugin: {table.plugin_from}"))
+    out.add("plugin", _inline({"requirement": table.plugin.requirement, "hashes": list(table.plugin.hashes)}))
+    for t in table.tests:
+        if t.status != "kept":
+            out.add(tomlkit.comment(t.line().replace("  ", " ").strip()))
+    tests = tomlkit.array()
+    tests.extend(table.upstream_tests)
+    out.add("upstream_tests", tests.multiline(True))
+    return out
+
+
+def _inline(values: dict) -> tomlkit.items.InlineTable:
+    """An inline table spaced like the hand-written ones: ``{ a = 1, b = 2 }``."""
+    table = tomlkit.inline_table()
+    table.update(values)
+    keys = list(table)
+    table.item(keys[0]).trivia.indent = " "
+    table.item(keys[-1]).trivia.trail = " "
+    return table
+
+
+def write(bases_file: Path, table: SeamTable, existing: SeamPins | None, force: bool = False) -> str:
+    """Write the table; ``unchanged`` when the base already has these values.
+
+    A different existing table is refused (a human may have extended it) unless ``force``.
+    """
+    if existing is not None and _has_table(existing):
+        if existing == table.pins():
+            table.status = "unchanged"
+            return table.status
+        if not force:
+            raise RefusedError(
+                f"{bases_file.name}: {table.base} already has a .seam table with other values:\n"
+                + "\n".join(f"  {d}" for d in _differences(existing, table.pins())),
+                hint=f"keep it, or replace it: tkv-seam seam-table {table.base} --force "
+                "(the old bases file is kept under build/kept/)",
+            )
+    basesfile.set_seam(bases_file, table.base, toml_table(table))
+    table.status = "written"
+    return table.status
+
+
+def differs(existing: SeamPins, table: SeamTable) -> bool:
+    """True when the base has a .seam table and it holds other values than ``table``."""
+    return _has_table(existing) and existing != table.pins()
+
+
+def _has_table(pins: SeamPins) -> bool:
+    return bool(pins.ruff or pins.plugin.requirement or pins.upstream_tests)
+
+
+def _differences(old: SeamPins, new: SeamPins) -> list[str]:
+    rows = [
+        ("ruff", old.ruff, new.ruff),
+        ("plugin", old.plugin.requirement, new.plugin.requirement),
+        ("plugin hashes", list(old.plugin.hashes), list(new.plugin.hashes)),
+    ]
+    out = [f"{k}: bases file has {a!r}, derived {b!r}" for k, a, b in rows if a != b]
+    gone = [p for p in old.upstream_tests if p not in new.upstream_tests]
+    added = [p for p in new.upstream_tests if p not in old.upstream_tests]
+    out += [f"upstream_tests: only in the bases file: {p}" for p in gone]
+    out += [f"upstream_tests: only derived: {p}" for p in added]
+    return out
