@@ -1,14 +1,14 @@
 # tkv-seam: the turbo-attn seam as a patch queue on a pinned vLLM release.
 # `make help` lists the targets. Variables: BASE (default v0.31.0), TO (port target),
 # FORCE=1 (override a refusal; may drop work), VLLM_GIT=<url-or-path> (git source),
-# VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch).
+# VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch), EXCLUDE_NEWER= (make lock-cpu).
 # PATCH=<n|slug> (make bisect: one patch), TKV_SEAM_JOBS=<n> (test processes at once).
 
 BASE    ?= v0.31.0
-# The bases `make test` checks, each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
+# `make test` checks every carried base (each base of bases.toml whose queue exists: `tkv-seam
+# carried`, release order), each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
 # (BASE on the command line or in the environment) checks that one base only.
-BASES   ?= v0.31.0 v0.32.0 v0.33.0
-TEST_BASES := $(if $(filter command line environment,$(origin BASE)),$(BASE),$(BASES))
+ONE_BASE := $(if $(filter command line environment,$(origin BASE)),$(BASE),)
 TO      ?= v0.32.0
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
@@ -25,7 +25,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
         seam-full seam-full-cuda upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
-        pin watch lint-workflows
+        pin watch lint-workflows lock-cpu seam-table retire
 
 help: ## Show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -38,11 +38,26 @@ $(VENV)/.done: pyproject.toml
 
 venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff
 
+# uv skips the lock's '#' header lines (how it was made, how to remake it).
 $(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
 	rm -rf $(VLLM_VENV)
 	$(UV) venv -q -p $(PYTHON) $(VLLM_VENV)
 	$(UV) pip install -q -p $(VLLM_VENV)/bin/python --no-deps $(FIND_LINKS) -r $(LOCK)
 	touch $@
+
+# A base without its lock yet: say which command makes it (instead of make's "No rule to make target").
+ci/lock-cpu-%.txt:
+	@echo "make: no $@: make lock-cpu BASE=$*   (resolves vLLM $* with this machine's CPU torch)" >&2; exit 2
+
+lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt (uv; local CPU torch; EXCLUDE_NEWER= for the same pins)
+	$(TOOL) lock-cpu $(BASE) $(if $(EXCLUDE_NEWER),--exclude-newer $(EXCLUDE_NEWER),)
+
+seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from (PLUGIN= pins another)
+	$(TOOL) seam-table $(BASE) $(if $(PLUGIN),--plugin '$(PLUGIN)',) $(FORCE_FLAG)
+
+retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/kept/; not v0.31.0)
+	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
+	$(TOOL) retire $(BASE) $(FORCE_FLAG)
 
 venv-vllm: $(VLLM_VENV)/.done ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch, from ci/lock-cpu-BASE.txt
 
@@ -69,13 +84,15 @@ lint-workflows: venv
 lint-patches: apply ## The base's style gate (its ruff pin in bases.toml, the tree's pyproject) on every patched .py file
 	$(TOOL) stylecheck --base $(BASE)
 
-test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per base (BASES, or BASE=) queue lint, seam tests on CPU, image
-	@failed=; for b in $(TEST_BASES); do \
+test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per carried base (or BASE=) queue lint, seam tests on CPU, image
+	@bases="$(ONE_BASE)"; [ -n "$$bases" ] || bases=$$($(TOOL) -q carried) || exit 1; bases=$$(echo $$bases); \
+	[ -n "$$bases" ] || { echo "make test: no carried base (tkv-seam carried)" >&2; exit 1; }; \
+	failed=; for b in $$bases; do \
 	  echo "== make test-base BASE=$$b"; \
 	  $(MAKE) --no-print-directory test-base BASE=$$b || failed="$$failed $$b"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "make test: failed on:$$failed" >&2; exit 1; fi; \
-	echo "make test: passed on $(TEST_BASES)"
+	echo "make test: passed on $$bases"
 
 test-base: lint-queue check-refresh test-series test-seam test-image ## One base's checks (BASE): queue lint, refresh round trip, series, seam lanes, image
 

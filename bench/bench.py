@@ -8,7 +8,7 @@
    (hard-linked copies of .venv-vllm-<base> under build/bench/<base>/), in interleaved rounds so that both sides see
    the same load: `import vllm` (fresh processes, alternating), and in one warm
    process per side `create_engine_config()` on a tiny local model and KV planning
-   (`get_kv_cache_configs`) for a 64-layer model (>= 200 calls per round), timed in CPU
+   (`get_kv_cache_configs` of the base's planner module) for a 64-layer model (>= 200 calls per round), timed in CPU
    seconds of the process (wall seconds beside: load stretches those). Reported:
    the min and the median of the per-round ratios, their quartiles and spread.
    Target: median ratio <= 1.05.
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from tkvseam.apply import apply_series
 from tkvseam.bases import default_cache_dir, fetch_sdist, get_base, load_bases
+from tkvseam.carried import planner_module
 from tkvseam.seamtest.hfcache import build as build_hf
 from tkvseam.seamtest.runner import Runner
 
@@ -71,22 +72,26 @@ PROBE_IMPORT = (
 # Sub-second work runs in one long-lived process per side, warmed once; each request
 # "<probe> <calls>" is answered with the mean seconds per call over that round.
 WORKER = """
-import json, sys, time
+import importlib, inspect, json, sys, time
 import torch
 from vllm.config import ModelConfig, VllmConfig
 from vllm.engine.arg_utils import EngineArgs
-from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 from vllm.v1.kv_cache_interface import FullAttentionSpec
 
-model, model64 = sys.argv[1], sys.argv[2]
+model, model64, planner = sys.argv[1], sys.argv[2], importlib.import_module(sys.argv[3])
 cfg = VllmConfig(model_config=ModelConfig(model=model64, max_model_len=4096))
 cfg.cache_config.kv_cache_layout = "LBNHC"
 spec = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=16, dtype=torch.bfloat16)
 specs = {f"model.layers.{i}.self_attn.attn": spec for i in range(64)}
+# where the planner takes the global groups (v0.33.0), they are formed per plan, as the engine core does
+takes_groups = "global_kv_cache_groups" in inspect.signature(planner.get_kv_cache_configs).parameters
 
 
 def plan():
-    return get_kv_cache_configs(cfg, [specs], [1 << 30])
+    if takes_groups:
+        groups = planner.get_global_kv_cache_groups(cfg, [specs])
+        return planner.get_kv_cache_configs(cfg, [specs], [1 << 30], groups)
+    return planner.get_kv_cache_configs(cfg, [specs], [1 << 30])
 
 
 def engine():
@@ -226,6 +231,7 @@ def main() -> int:
     args = ap.parse_args()
     base = get_base(load_bases(ROOT / "bases.toml"), args.base)
     tree = ROOT / "build" / f"vllm-{args.base}"
+    planner = planner_module(ROOT, base)  # where the base's queue plans (kv_cache_planning on v0.33.0)
     results: dict = {}
     if not args.skip_apply:
         results["apply"] = bench_apply(base, tree, args.skip_cold)
@@ -255,7 +261,9 @@ def main() -> int:
             for side in alternate(rep):
                 samples[side].append(probe(runner, sides[side][0], PROBE_IMPORT))
         results["patched_vs_stock"]["import vllm"] = ratio_stats(samples["stock"], samples["patched"])
-        workers = {side: Worker(runner, slot, str(model), str(model64)) for side, (slot, _) in sides.items()}
+        workers = {
+            side: Worker(runner, slot, str(model), str(model64), planner) for side, (slot, _) in sides.items()
+        }
         for name, (probe_name, calls) in ROUND_PROBES.items():
             samples = {"stock": [], "patched": []}
             for rep in range(args.rounds):
@@ -263,7 +271,7 @@ def main() -> int:
                     samples[side].append(workers[side].round(probe_name, calls))
             stats = ratio_stats(samples["stock"], samples["patched"])
             results["patched_vs_stock"][name] = stats | {"calls_per_round": calls}
-        fused = {side: probe(runner, slot, FUSED_PROBE) for side, (slot, _) in sides.items()}
+        fused = {side: probe(runner, slot, FUSED_PROBE, planner) for side, (slot, _) in sides.items()}
     finally:
         for w in workers.values():
             w.close()
@@ -296,11 +304,11 @@ def main() -> int:
 
 
 FUSED_PROBE = """
-import json
+import importlib, json, sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 import torch
-from vllm.v1.core.kv_cache_utils import get_kv_cache_config_from_groups
+get_kv_cache_config_from_groups = importlib.import_module(sys.argv[1]).get_kv_cache_config_from_groups
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheGroupSpec
 from vllm.v1.kv_cache_layout import KVCacheLayout
 

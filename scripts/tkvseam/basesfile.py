@@ -2,7 +2,8 @@
 
 The file lists the bases in release order (PEP 440), whatever order they are pinned in:
 ``insert_base`` puts a new table before the first newer release. ``set_seam`` writes a base's
-``["<base>".seam]`` table; ``remove_base`` drops a base's tables.
+``["<base>".seam]`` table; ``remove_base`` drops a base's tables. Both hold the file's lock
+(``.bases.toml.lock`` beside it) from reading to writing, so two runs never lose each other's edit.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
 from .errors import SeamError
+from .lock import locked
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
 
 
 def read(path: Path) -> tomlkit.TOMLDocument:
@@ -65,21 +71,25 @@ def insert_base(doc: tomlkit.TOMLDocument, name: str, table: Table) -> None:
 
 def set_seam(path: Path, name: str, seam: Table) -> None:
     """Write ``seam`` as ``["<name>".seam]`` (replacing an existing one) into the bases file."""
-    doc = read(path)
-    if name not in doc:
-        raise SeamError(f"{path}: no [{name!r}] table to add a seam table to", hint=f"tkv-seam pin {name}")
-    base = doc[name]
-    if "seam" in base:
-        del base["seam"]
-    base.add("seam", seam)
-    write(path, doc)
+    with locked(lock_path(path), f"the bases file {path}"):
+        doc = read(path)
+        if name not in doc:
+            raise SeamError(
+                f"{path}: no [{name!r}] table to add a seam table to", hint=f"tkv-seam pin {name}"
+            )
+        base = doc[name]
+        if "seam" in base:
+            del base["seam"]
+        base.add("seam", seam)
+        write(path, doc)
 
 
 def remove_base(path: Path, name: str) -> bool:
     """Drop ``name``'s table (and its ``.seam`` table); False when the file has none."""
-    doc = read(path)
-    if name not in doc:
-        return False
-    doc.remove(name)
-    write(path, doc)
+    with locked(lock_path(path), f"the bases file {path}"):
+        doc = read(path)
+        if name not in doc:
+            return False
+        doc.remove(name)
+        write(path, doc)
     return True

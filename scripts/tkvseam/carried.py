@@ -23,6 +23,9 @@ from .patch import Patch
 from .series import read_series
 
 PORT_VERDICTS = "PORT.md"  # beside a ported queue's patches: every patch's port status
+# How the seamtest lanes tell tests/differential and tests/plugin the base's planner module (they
+# run in the vLLM venv, where tkvseam's own dependencies are not installed).
+PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
 PLANNER_HELPER = re.compile(r"^def get_tensor_slots\(")
 
 

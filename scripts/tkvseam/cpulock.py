@@ -38,6 +38,7 @@ from packaging.version import InvalidVersion, Version
 from .bases import Base, fetch_sdist
 from .errors import SeamError, UsageError
 from .kept import keep
+from .lock import locked
 from .progress import QUIET, Progress
 
 TEST_PACKAGES = ("pytest", "pytest-asyncio", "pytest-mock", "pytest-timeout", "tblib")
@@ -276,18 +277,24 @@ def lock_cpu(
         [f"{n}=={v}" for n, v in test_pins.items() if v],
         stamp,
     )
-    if path.is_symlink():
-        raise SeamError(
-            f"{path} is a symlink; a lock is a plain file of the project", hint=f"rm {path}, then run again"
-        )
+    with locked(root / "build" / "locks" / f"lock-cpu-{base.name}.lock", str(path), progress):
+        _write(root, path, text, pins, result)
+    return result
+
+
+def _write(root: Path, path: Path, text: str, pins: list[str], result: LockResult) -> None:
+    """Write the lock (atomically: a killed run leaves the old lock whole); keep a replaced one."""
+    for stale in path.parent.glob(f".{path.name}.tmp-*"):  # left by a killed run
+        stale.unlink()
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise SeamError(f"{path} is not a plain file; a lock is one", hint=f"ls -l {path}")
     if path.exists():
         if _pins(path.read_text()) == pins:
             result.status = "unchanged"  # same pins: the old header (and its exclude-newer) stays
-            return result
-        result.kept = str(keep(root, [path], f"lock-cpu-{base.name}"))
+            return
+        result.kept = str(keep(root, [path], f"lock-cpu-{result.base}"))
         result.status = "replaced"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
-    return result

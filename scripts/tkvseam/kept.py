@@ -13,7 +13,6 @@ import shutil
 import time
 from pathlib import Path
 
-from .errors import SeamError
 
 KEPT = Path("build") / "kept"
 
@@ -39,9 +38,10 @@ def keep(root: Path, paths: list[Path], why: str) -> Path:
 
 
 def _inside(root: Path, path: Path) -> Path:
-    """``path`` relative to ``root``; the parent directories may not leave the project."""
-    real_parent = path.parent.resolve()
+    """Where a copy of ``path`` goes: its project-relative path, or ``_outside/<absolute path>``
+    for a file elsewhere (a ``--bases`` file outside the project)."""
+    real = path.parent.resolve() / path.name
     try:
-        return (real_parent / path.name).relative_to(root.resolve())
+        return real.relative_to(root.resolve())
     except ValueError:
-        raise SeamError(f"{path} is outside the project {root}; nothing was kept or changed") from None
+        return Path("_outside", *real.parts[1:])

@@ -18,6 +18,7 @@ work the tool did not record (unless ``--force``), or a queue that is a symlink.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from .bases import Base, lock_file, load_bases
 from .carried import PORT_VERDICTS
 from .errors import RefusedError, UsageError
 from .kept import keep
-from .lock import locked
+from .lock import locked, tree_lock_path
 from .progress import QUIET, Progress
 from .series import DEFAULT_QUEUE, Queue, parse_series_text
 from .state import STATE, check_removable
@@ -127,6 +128,14 @@ def retire(
             hint=f"finish or abort it first: tkv-seam port --to {Path(ports[0]).name.removeprefix('port-')} --abort",
         )
     trees = [root / "build" / f"vllm-{name}", root / "build" / f"port-{name}"]
+    with contextlib.ExitStack() as held:  # no apply or port runs on the trees meanwhile
+        for tree in trees:
+            held.enter_context(locked(tree_lock_path(tree), str(tree), progress))
+        return _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress)
+
+
+def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress) -> RetireResult:
+    queue_dir = root / queue.patches
     problems = {t: p for t in trees if (p := _tree_problem(t))}
     if problems and not force:
         lines = "\n".join(f"  {t.relative_to(root)}: {p}" for t, p in problems.items())

@@ -313,7 +313,7 @@ def toml_table(table: SeamTable) -> tomlkit.items.Table:
     out.add("plugin", _inline({"requirement": table.plugin.requirement, "hashes": list(table.plugin.hashes)}))
     for t in table.tests:
         if t.status != "kept":
-            out.add(tomlkit.comment(t.line().replace("  ", " ").strip()))
+            out.add(tomlkit.comment(" ".join(t.line().split())))
     tests = tomlkit.array()
     tests.extend(table.upstream_tests)
     out.add("upstream_tests", tests.multiline(True))

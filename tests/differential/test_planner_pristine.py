@@ -1,9 +1,9 @@
 """Unfused KV cache plans: the patched planner against the pristine base's, byte for byte.
 
 Runs in the vLLM venv with the full series' overlay installed (``make differential``,
-``tkv-seam seamtest differential``). The pristine planner module of the base (``BASE`` in the
-environment, default v0.31.0: ``vllm/v1/core/kv_cache_utils.py``; v0.33.0 moved the planner to
-``vllm/v1/core/kv_cache_planning.py``) is read from the build tree's base commit
+``tkv-seam seamtest differential``). The pristine planner module of the base (the lane reads it
+off the base's queue into ``TKV_SEAM_PLANNER_MODULE``: ``vllm/v1/core/kv_cache_utils.py`` on
+v0.31.0, ``vllm/v1/core/kv_cache_planning.py`` where v0.33.0 moved it) is read from the build tree's base commit
 (``git show tkv-seam-base:...``, tree from ``TKV_SEAM_TREE``) and imported under another module
 name beside the installed (patched) one; both planners then get the same seeded random inputs
 without a fused spec and must return equal ``KVCacheConfig`` objects (``==`` and ``repr``),
@@ -42,9 +42,12 @@ from vllm.v1.kv_cache_interface import (
 TREE_ENV = "TKV_SEAM_TREE"
 BASE_TAG = "tkv-seam-base"
 BASE = os.environ.get("BASE") or "v0.31.0"
-# The module holding the KV cache planner, per base (where it is not kv_cache_utils).
-PLANNER_MODULES = {"v0.33.0": "vllm.v1.core.kv_cache_planning"}
-PLANNER_MODULE = PLANNER_MODULES.get(BASE, "vllm.v1.core.kv_cache_utils")
+# The module holding the KV cache planner: read off the base's queue by the lane
+# (tkvseam.carried.planner_module: where the queue defines get_tensor_slots).
+PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
+PLANNER_MODULE = os.environ.get(PLANNER_ENV, "")
+if not PLANNER_MODULE:
+    pytest.fail(f"{PLANNER_ENV} is unset: run this through `make differential BASE={BASE}`", pytrace=False)
 MODULE_PATH = PLANNER_MODULE.replace(".", "/") + ".py"
 PRISTINE_NAME = "tkv_seam_pristine_" + PLANNER_MODULE.rsplit(".", 1)[1]
 patched = importlib.import_module(PLANNER_MODULE)

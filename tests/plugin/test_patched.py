@@ -31,8 +31,13 @@ TKV_FULL_SPEC = f"{TKV_SPECS}.TkvFullAttentionSpec"
 MIXED_BITS = [(4, 4), (8, 8), (4, 4), (8, 8)]
 CONTROL_BITS = (8, 4)
 
-# The base under test (the runner passes the environment through).
+# The base under test and the module of its KV cache planner (the plugin lane reads it off
+# the base's queue: tkvseam.carried.planner_module); the runner passes the environment through.
 BASE = os.environ.get("BASE") or "v0.31.0"
+PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
+PLANNER_MODULE = os.environ.get(PLANNER_ENV, "")
+if not PLANNER_MODULE:
+    pytest.fail(f"{PLANNER_ENV} is unset: run this through `make plugin BASE={BASE}`", pytrace=False)
 
 # Scripts that check independent things run each part through ``attempt`` so one
 # failing part still reports the others.
@@ -146,12 +151,15 @@ from vllm.model_executor.layers.attention.attention import Attention
 from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
 from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
-try:  # v0.33.0 moved the planner; the engine core forms the global groups first
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-except ImportError:
-    from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+import importlib
+import inspect
 
-    get_global_kv_cache_groups = None
+# the base's planner module (sys.argv[4]); where it takes the global groups (v0.33.0),
+# the engine core forms them first
+planner = importlib.import_module(sys.argv[4])
+get_kv_cache_configs = planner.get_kv_cache_configs
+takes_groups = "global_kv_cache_groups" in inspect.signature(get_kv_cache_configs).parameters
+get_global_kv_cache_groups = planner.get_global_kv_cache_groups if takes_groups else None
 
 mixed_bits = json.loads(sys.argv[2])
 control_k, control_v = json.loads(sys.argv[3])
@@ -350,7 +358,11 @@ def shared(tmp_path_factory):
         [
             ("backend_resolution", BACKEND_RESOLUTION, [str(model)]),
             ("registration", REGISTRATION, []),
-            ("planning", PLANNING, [str(model_n), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS)]),
+            (
+                "planning",
+                PLANNING,
+                [str(model_n), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS), PLANNER_MODULE],
+            ),
             ("ring_prediction", RING_PREDICTION, [str(model)]),
         ],
         tmp_path,
@@ -456,12 +468,13 @@ def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity
 
 
 def test_recent_ring_predicts_the_kv_cache_groups_where_the_planner_has_not_moved(shared):
-    """Outside the seam: on v0.33.0 (planner in kv_cache_planning.py) turbo-attn 0.70.1's
-    import of get_kv_cache_groups from kv_cache_utils fails, and its ring prediction falls
-    back to None (a known gap of v0.33.0's PROTOCOL.md); elsewhere it predicts the groups."""
+    """Outside the seam: turbo-attn 0.70.1 imports get_kv_cache_groups from kv_cache_utils.
+    Where the base's planner has moved out of it (its queue plans in another module, as on
+    v0.33.0's kv_cache_planning.py) that import fails and the ring prediction falls back to
+    None (a known gap of that base's PROTOCOL.md); elsewhere it predicts the groups."""
     result = part(shared, "ring_prediction")
 
-    if BASE == "v0.33.0":
+    if PLANNER_MODULE != "vllm.v1.core.kv_cache_utils":
         assert result["groups"] is None, result
         assert result["import_error"].startswith(
             "cannot import name 'get_kv_cache_groups' from 'vllm.v1.core.kv_cache_utils'"

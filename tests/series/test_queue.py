@@ -18,36 +18,18 @@ from tkvseam import git
 from tkvseam.state import TreeState
 from tkvseam.overlay import overlay_paths
 from tkvseam.bases import load_bases
+from tkvseam.carried import footprint, skipped
 from tkvseam.series import read_series
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = os.environ.get("BASE", "v0.31.0")
 TREE = ROOT / "build" / f"vllm-{BASE}"
-QUEUE = load_bases(ROOT / "bases.toml")[BASE].queue
+PINS = load_bases(ROOT / "bases.toml")[BASE]
+QUEUE = PINS.queue
 
-V031_VLLM_FILES = [
-    "vllm/config/attention.py",
-    "vllm/config/cache.py",
-    "vllm/engine/arg_utils.py",
-    "vllm/model_executor/layers/attention/attention.py",
-    "vllm/model_executor/layers/attention/mla_attention.py",
-    "vllm/platforms/cuda.py",
-    "vllm/v1/attention/backend.py",
-    "vllm/v1/attention/backends/registry.py",
-    "vllm/v1/attention/selector.py",
-    "vllm/v1/core/kv_cache_utils.py",
-    "vllm/v1/kv_cache_interface.py",
-    "vllm/v1/worker/gpu_worker.py",
-]
-V031_OTHER_FILES = [
-    "PROTOCOL.md",
-    "tests/engine/test_arg_utils.py",
-    "tests/v1/attention/test_mla_wrapper_selection.py",
-    "tests/v1/core/test_aggregated_layer_count.py",
-    "tests/v1/core/test_kv_seam_invariants.py",
-    "tests/v1/worker/test_gpu_worker.py",
-]
-V031_SLUGS = [
+# The seam's concerns, one patch each, in this order (README "The series"). Every carried base
+# carries them all, except those its port left out (skipped in its PORT.md).
+CONCERNS = [
     "kv-cache-dtype-registry",
     "turbo-attn-backend-slot",
     "turbo-attn-cuda-candidate",
@@ -59,23 +41,9 @@ V031_SLUGS = [
     "fused-kv-pages",
     "protocol-doc",
 ]
-# Per base: the patches' slugs in order, the vllm/ files of the overlay, the other files touched.
-FOOTPRINTS = {
-    "v0.31.0": (V031_SLUGS, V031_VLLM_FILES, V031_OTHER_FILES),
-    # The v0.32.0 port keeps every patch and touches the same files.
-    "v0.32.0": (V031_SLUGS, V031_VLLM_FILES, V031_OTHER_FILES),
-}
-# The v0.33.0 port keeps every patch (0001 re-expressed over upstream's registry); its planner
-# patch (0009) moved with upstream's planner from kv_cache_utils.py to kv_cache_planning.py.
-FOOTPRINTS["v0.33.0"] = (
-    V031_SLUGS,
-    sorted(
-        "vllm/v1/core/kv_cache_planning.py" if path == "vllm/v1/core/kv_cache_utils.py" else path
-        for path in V031_VLLM_FILES
-    ),
-    V031_OTHER_FILES,
-)
-SLUGS, VLLM_FILES, OTHER_FILES = FOOTPRINTS[BASE]
+# What the base's own queue touches (its footprint; tkvseam.carried).
+FOOTPRINT = footprint(ROOT, PINS)
+SLUGS = [c for c in CONCERNS if c not in skipped(ROOT, PINS)]
 
 # SEAM.md 1.4: obsolete or dropped names that no added line of code or test may carry.
 FORBIDDEN = [
@@ -116,11 +84,18 @@ def test_series_is_the_concerns_in_order(patches):
     assert [p.name for p in patches] == [f"{i:04d}-{s}.patch" for i, s in enumerate(SLUGS, 1)]
 
 
-def test_footprint_is_exactly_the_bases_files(patches):
-    touched = sorted({fc.path for p in patches for fc in p.files})
-    assert touched == sorted(VLLM_FILES + OTHER_FILES)
-    assert overlay_paths(patches) == VLLM_FILES
-    assert not [fc.path for p in patches for fc in p.files if fc.path.endswith("__init__.py")]
+def test_footprint_is_what_the_applied_tree_changes(patches, state):
+    """The queue's files (read from its patches) are the files git sees changed between the
+    base commit and the applied tree's HEAD; the overlay is their vllm/ part, each file one the
+    pristine base has (an overlay replaces, never adds); besides it only tests and PROTOCOL.md."""
+    changed = git.out(TREE, "diff", "--name-only", state.base_commit, state.head).split()
+    assert sorted(changed) == list(FOOTPRINT.files)
+    assert overlay_paths(patches) == list(FOOTPRINT.vllm_files)
+    assert sorted(p for p in changed if p.startswith("vllm/")) == list(FOOTPRINT.vllm_files)
+    pristine = set(git.out(TREE, "ls-tree", "-r", "--name-only", state.base_commit, "vllm/").split())
+    assert set(FOOTPRINT.vllm_files) <= pristine
+    assert all(p.startswith("tests/") or p == "PROTOCOL.md" for p in FOOTPRINT.other_files), FOOTPRINT
+    assert not [p for p in FOOTPRINT.files if p.endswith("__init__.py")]
 
 
 def test_no_obsolete_or_dropped_name_is_added(patches):
@@ -178,7 +153,7 @@ def test_quilt_push_all_applies_without_fuzz(tmp_path, state):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "offset" not in proc.stdout and "fuzz" not in proc.stdout
-    for path in VLLM_FILES + OTHER_FILES:
+    for path in FOOTPRINT.files:
         assert (work / path).read_bytes() == git.run(TREE, "show", f"{state.head}:{path}").stdout, path
 
 

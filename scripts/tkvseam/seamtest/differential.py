@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..carried import PLANNER_ENV, planner_module
 from .outcomes import PASSED, fold
 from .runner import Job, JobResult, LaneReport, Root, Runner
 
@@ -20,7 +21,7 @@ class DifferentialLane:
     label = "differential"
 
     def jobs(self, r: Runner) -> list[Job]:
-        env = (("TKV_SEAM_TREE", str(r.tree)),)
+        env = (("TKV_SEAM_TREE", str(r.tree)), (PLANNER_ENV, planner_module(r.root, r.base)))
         return [Job(self.label, r.head, Root(None), (DIFFERENTIAL_TESTS,), env, estimate=60.0)]
 
     def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:

@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..carried import PLANNER_ENV, planner_module
 from ..errors import SeamError
 from .outcomes import PASSED
 from .runner import Job, JobResult, LaneReport, Root, Runner
@@ -69,7 +70,7 @@ class PluginLane:
     sides = (("stock", PLUGIN_STOCK), ("patched", PLUGIN_PATCHED))
 
     def jobs(self, r: Runner) -> list[Job]:
-        env = (("TKV_SEAM_PLUGIN_PATH", str(plugin_dir(r))),)
+        env = (("TKV_SEAM_PLUGIN_PATH", str(plugin_dir(r))), (PLANNER_ENV, planner_module(r.root, r.base)))
         commits = {"stock": r.base_commit, "patched": r.head}
         return [
             Job(f"plugin-{side}", commits[side], Root(None), (test_file,), env, estimate=120.0)
