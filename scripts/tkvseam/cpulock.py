@@ -217,20 +217,27 @@ def _uv_version() -> str:
 
 
 def header(
-    base: Base, torch: Torch, test_pins: dict[str, str], exclude_newer: str, find_links: list[str]
+    base: Base,
+    torch: Torch,
+    test_pins: dict[str, str],
+    exclude_newer: str,
+    find_links: list[str],
+    index: str,
 ) -> str:
-    tests = " ".join(
-        f"{n}=={v}" if v else f"{n} (unpinned: not in {TEST_REQUIREMENTS})" for n, v in test_pins.items()
-    )
+    pinned = " ".join(f"{n}=={v}" for n, v in test_pins.items() if v) or "none"
+    unpinned = " ".join(n for n, v in test_pins.items() if not v)
     asked = f"; the release asks for torch=={torch.asked}" if torch.asked else ""
     lines = [
-        f"CPU test venv of vLLM {base.version} (make venv-vllm BASE={base.name}: uv pip install --no-deps -r this file).",
-        f"Made by `tkv-seam lock-cpu {base.name}` (uv {_uv_version()}), resolving for Python {PYTHON_VERSION} on {PLATFORM}:",
-        f"  vllm=={base.version} and the test pins of the sdist's {TEST_REQUIREMENTS}: {tests}",
-        f"  torch overridden to {torch.version}, this machine's CPU build ({torch.source} in the find-links "
-        f"directory{asked})",
-        f"  {', '.join(EXCLUDED)} excluded (PyPI's builds need CUDA libraries; they break vLLM imports on CPU torch)",
-        f"  find-links: {' '.join(find_links) or 'none'}; only files uploaded before {exclude_newer} (--exclude-newer)",
+        f"CPU test venv of vLLM {base.version}: `make venv-vllm BASE={base.name}` installs it "
+        "(uv pip install --no-deps -r).",
+        f"Made by `tkv-seam lock-cpu {base.name}` with uv {_uv_version()} "
+        f"(uv pip compile for Python {PYTHON_VERSION}, {PLATFORM}):",
+        f"  vllm=={base.version}; from the sdist's {TEST_REQUIREMENTS}: {pinned}",
+        *([f"  (not pinned there, resolved: {unpinned})"] if unpinned else []),
+        f"  torch overridden to {torch.version}, this machine's CPU build ({torch.source}){asked}",
+        f"  excluded: {' '.join(EXCLUDED)} (PyPI's builds need CUDA libraries; on CPU torch they break vLLM imports)",
+        f"  index: {index}; find-links: {' '.join(find_links) or 'none'}",
+        f"  only files uploaded before {exclude_newer} (--exclude-newer)",
         f"Remake: make lock-cpu BASE={base.name}   (the same pins again: make lock-cpu BASE={base.name} "
         f"EXCLUDE_NEWER={exclude_newer})",
     ]
@@ -266,7 +273,8 @@ def lock_cpu(
         torch = cpu_torch(links, asked)
     progress.step(f"resolve vllm=={base.version} with torch=={torch.version} (uv pip compile)")
     pins = resolve(base.version, torch, test_pins, links, stamp, index_url, no_index)
-    text = header(base, torch, test_pins, stamp, links) + "".join(f"{p}\n" for p in pins)
+    index = "none (--no-index)" if no_index else (index_url or "uv's default (PyPI)")
+    text = header(base, torch, test_pins, stamp, links, index) + "".join(f"{p}\n" for p in pins)
     path = root / base.cpu_lock
     result = LockResult(
         base.name,

@@ -105,11 +105,20 @@ def git_project(root: Path) -> None:
     """Make the project a git repository with everything committed (to read `git status`)."""
     git.init(root)
     (root / ".gitignore").write_text("/build/\n/.venv*/\n/.bases.toml.lock\n")
-    git.commit(root, "project\n", "Dev <dev@example.invalid>")
+    git.run(root, "add", "-A", ".")  # not git.commit: that adds ignored files too
+    git.run(
+        root,
+        "commit",
+        "-q",
+        "-m",
+        "project",
+        env={"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "d@x.invalid"},
+    )
 
 
 def status(root: Path) -> list[str]:
-    return git.out(root, "status", "--porcelain", "--untracked-files=all").splitlines()
+    # not git.out: it strips the first line's leading status column
+    return git.run(root, "status", "--porcelain", "--untracked-files=all").stdout.decode().splitlines()
 
 
 class _Projects(http.server.BaseHTTPRequestHandler):

@@ -1,0 +1,185 @@
+"""lock-cpu: a base's CPU lock resolved by uv against a local index of tiny fake wheels (no PyPI).
+
+The fake vllm 9.10.0 asks for torch==9.2.0 (not here: only 9.0.0+cpu and 9.1.0+cpu are, in a
+find-links directory standing for $PIP_FIND_LINKS) and torchvision, whose builds must stay out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tkvseam.cpulock import uv_executable
+
+from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, make_releases
+
+
+def wheel(
+    directory: Path, name: str, version: str, requires: list[str] = (), tag: str = "py3-none-any"
+) -> Path:
+    """A minimal valid wheel: one module, METADATA with Requires-Dist, WHEEL and RECORD."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    info = f"{dist}.dist-info"
+    files = {
+        f"{name.replace('-', '_')}_fake.py": "VALUE = 1\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\n"
+        f"Name: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
+    out = directory / f"{dist}-{tag}.whl"
+    with zipfile.ZipFile(out, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> tuple[Path, Path]:
+    """(the index: a find-links directory of everything but torch; the CPU torch directory)."""
+    index, cpu = tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu-torch")
+    wheel(index, "vllm", NEW, ["torch==9.2.0", "torchvision==2.0.0", "helper>=1"])
+    wheel(index, "torch", "9.2.0", ["nvidia-stuff"])  # "PyPI's" CUDA build: never picked
+    wheel(index, "torchvision", "2.0.0", ["torch==9.2.0", "pillow-fake"])
+    wheel(index, "helper", "1.0")
+    wheel(index, "helper", "2.0")
+    wheel(index, "pytest", "9.1.0", ["pluggy-fake"])
+    wheel(index, "pluggy-fake", "1.0")
+    wheel(index, "tblib", "3.1.0")
+    wheel(index, "pytest-mock", "3.14.0")  # not pinned by the release: resolved unpinned
+    wheel(index, "pytest-asyncio", "1.4.0")
+    wheel(index, "pytest-timeout", "2.3.1")
+    for version in ("9.0.0+cpu", "9.1.0+cpu"):
+        wheel(cpu, "torch", version, ["filelock-fake"], tag="cp311-cp311-manylinux_2_28_x86_64")
+    wheel(index, "filelock-fake", "1.0")
+    return index, cpu
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    return make_releases(tmp_path_factory.mktemp("upstream"))
+
+
+@pytest.fixture
+def cproject(tmp_path, releases, monkeypatch):
+    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+        project.cli("pin", NEW)
+        yield project
+
+
+def lock_args(wheels, *extra: str) -> list[str]:
+    index, cpu = wheels
+    return ["lock-cpu", NEW_NAME, "--no-index", "--find-links", str(index), "--find-links", str(cpu), *extra]
+
+
+def test_the_lock_has_that_vllm_the_local_cpu_torch_and_no_torchvision(cproject, wheels):
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    assert out["status"] == "written" and out["path"] == f"ci/lock-cpu-{NEW_NAME}.txt"
+    text = (cproject.root / out["path"]).read_text()
+    pins = [line for line in text.splitlines() if not line.startswith("#")]
+    assert pins == sorted(pins)
+    assert "vllm==9.10.0" in pins and "torch==9.1.0+cpu" in pins  # the newest CPU build here
+    assert "helper==2.0" in pins and "filelock-fake==1.0" in pins  # torch's own deps resolved
+    assert "pytest==9.1.0" in pins and "tblib==3.1.0" in pins
+    assert not [p for p in pins if p.startswith(("torchvision", "pillow-fake", "nvidia-stuff", "torch==9.2"))]
+    head = [line for line in text.splitlines() if line.startswith("#")]
+    said = "\n".join(head)
+    assert f"Made by `tkv-seam lock-cpu {NEW_NAME}`" in said
+    assert "torch overridden to 9.1.0+cpu" in said and "the release asks for torch==9.2.0+cpu" in said
+    assert "excluded: torchvision torchaudio torchcodec" in said
+    # pytest-mock is not in the release's requirements/test/cpu.txt
+    assert "(not pinned there, resolved: pytest-asyncio pytest-mock pytest-timeout)" in said
+    assert "index: none (--no-index); find-links: " in said
+    assert f"Remake: make lock-cpu BASE={NEW_NAME}" in said
+    assert f"EXCLUDE_NEWER={out['exclude_newer']}" in said
+
+
+def test_the_venv_installs_from_the_lock_as_the_makefile_does(cproject, wheels, tmp_path):
+    """`make venv-vllm`'s command (uv pip install --no-deps -r lock) reads past the header."""
+    index, cpu = wheels
+    lock = cproject.root / json.loads(cproject.cli(*lock_args(wheels), "--json").output)["path"]
+    uv = uv_executable()
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", "python3.11", str(venv)], check=True)
+    proc = subprocess.run(
+        [uv, "pip", "install", "-q", "-p", str(venv / "bin/python"), "--no-deps", "--no-index"]
+        + ["--find-links", str(index), "--find-links", str(cpu), "-r", str(lock)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    freeze = subprocess.run(
+        [uv, "pip", "freeze", "-p", str(venv / "bin/python")], capture_output=True, text=True
+    )
+    assert sorted(freeze.stdout.split()) == sorted(
+        line for line in lock.read_text().splitlines() if "#" not in line
+    )
+
+
+def test_a_remade_lock_is_unchanged_or_replaced_keeping_the_old_one(cproject, wheels):
+    first = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    lock = cproject.root / first["path"]
+    text = lock.read_text()
+    again = json.loads(cproject.cli(*lock_args(wheels, "--exclude-newer", "2030-01-01"), "--json").output)
+    assert again["status"] == "unchanged" and lock.read_text() == text  # same pins: header kept too
+    lock.write_text(text.replace("helper==2.0", "helper==1.0"))
+    edited = lock.read_text()
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    assert out["status"] == "replaced" and "helper==2.0" in lock.read_text()
+    assert (cproject.root / out["kept"] / first["path"]).read_text() == edited
+    assert not list(lock.parent.glob(".*.tmp-*"))
+
+
+def test_the_lock_takes_the_cpu_torch_the_release_asks_for_when_it_is_there(cproject, wheels, tmp_path):
+    index, cpu = wheels
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    assert out["torch"]["version"] == "9.1.0+cpu"
+    # v9.9.9's requirements/cpu.txt asks for 9.0.0+cpu, which the directory has
+    (cproject.root / "ci" / f"lock-cpu-{OLD_NAME}.txt").unlink()
+    wheel(index, "vllm", "9.9.9", ["torch==9.0.0"])
+    try:
+        old = json.loads(
+            cproject.cli(
+                "lock-cpu",
+                OLD_NAME,
+                "--no-index",
+                "--find-links",
+                str(index),
+                "--find-links",
+                str(cpu),
+                "--json",
+            ).output
+        )
+    finally:
+        (index / "vllm-9.9.9-py3-none-any.whl").unlink()
+    assert old["torch"] == {
+        "version": "9.0.0+cpu",
+        "source": "torch-9.0.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "asked": "9.0.0+cpu",
+    }
+    assert "torch==9.0.0+cpu" in (cproject.root / "ci" / f"lock-cpu-{OLD_NAME}.txt").read_text()
+
+
+def test_no_cpu_torch_or_an_unresolvable_release_is_an_error_and_writes_nothing(cproject, wheels, tmp_path):
+    index, _ = wheels
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    err = cproject.cli("lock-cpu", NEW_NAME, "--no-index", "--find-links", str(empty), expect=1).stderr
+    assert "no CPU torch wheel" in err and str(empty) in err and "--find-links" in err
+    err = cproject.cli(
+        "lock-cpu", NEW_NAME, "--no-index", "--find-links", str(empty), "--torch", "9.1.0+cpu", expect=1
+    ).stderr
+    assert "uv could not resolve vllm==9.10.0 with torch==9.1.0+cpu" in err
+    assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
+    err = cproject.cli(*lock_args(wheels, "--exclude-newer", "yesterday"), expect=2).stderr
+    assert "--exclude-newer 'yesterday'" in err
