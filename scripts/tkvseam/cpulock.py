@@ -264,6 +264,13 @@ def lock_cpu(
     stamp = exclude_newer or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2}Z)?", stamp):
         raise UsageError(f"--exclude-newer {stamp!r}: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ")
+    path = root / base.cpu_lock
+    ci = (root / "ci").resolve()
+    if "/" in base.name or not ci.is_relative_to(root.resolve()) or path.parent.resolve() != ci:
+        raise SeamError(
+            f"{base.name}: its lock {path} would not be a file of the project's ci/ directory",
+            hint="check the base's name in bases.toml, and that ci/ is a directory of the project (not a link)",
+        )
     tarball, _ = fetch_sdist(base, cache, progress=progress)
     test_pins, asked = release_pins(tarball)
     test_pins = {n: test_pins.get(n, "") for n in TEST_PACKAGES}
@@ -275,7 +282,6 @@ def lock_cpu(
     pins = resolve(base.version, torch, test_pins, links, stamp, index_url, no_index)
     index = "none (--no-index)" if no_index else (index_url or "uv's default (PyPI)")
     text = header(base, torch, test_pins, stamp, links, index) + "".join(f"{p}\n" for p in pins)
-    path = root / base.cpu_lock
     result = LockResult(
         base.name,
         base.cpu_lock,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,6 +50,16 @@ class RetireResult:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+_NAME = re.compile(r"v?[0-9][A-Za-z0-9._+-]*")  # a base without a pin must still look like one
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """True when ``path`` (its parents resolved, the last part not followed) is inside ``root``."""
+    return (path.parent.resolve() / path.name).is_relative_to(root.resolve()) and ".." not in Path(
+        path.name
+    ).parts
 
 
 def _refuse_top_level(name: str, queue: Queue) -> None:
@@ -107,20 +118,27 @@ def retire(
     """Retire base ``name`` (see the module docstring)."""
     bases = load_bases(bases_file)
     base: Base | None = bases.get(name)
+    if base is None and not _NAME.fullmatch(name):
+        raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint="tkv-seam carried")
     queue = base.queue if base else Queue.for_base(name)
     _refuse_top_level(name, queue)
     lock = root / f"ci/lock-cpu-{name}.txt"
     queue_dir = root / queue.patches
     if base is None and not queue_dir.exists() and not lock.exists():
         known = ", ".join(bases) or "none"
+        close = f"v{name}" if f"v{name}" in bases else None
         raise UsageError(
-            f"unknown base {name!r}: no pin, queue or lock; known bases: {known}", hint="tkv-seam carried"
+            f"unknown base {name!r}: no pin, queue or lock; known bases: {known}",
+            hint=f"tkv-seam retire {close}" if close else "tkv-seam carried",
         )
     if queue_dir.is_symlink() or (root / queue.series).is_symlink():
         raise RefusedError(
             f"{queue.patches} (or its series) is a symlink: retire removes a queue's own files, never through a link",
             hint=f"ls -l {queue.patches}",
         )
+    for path in (queue_dir, root / queue.series, lock):
+        if not _inside(root, path):
+            raise RefusedError(f"{path} is outside the project {root}: retire never removes anything there")
     ports = _ports_from(root, name)
     if ports:
         raise RefusedError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import zipfile
 from pathlib import Path
@@ -183,3 +184,16 @@ def test_no_cpu_torch_or_an_unresolvable_release_is_an_error_and_writes_nothing(
     assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
     err = cproject.cli(*lock_args(wheels, "--exclude-newer", "yesterday"), expect=2).stderr
     assert "--exclude-newer 'yesterday'" in err
+
+
+def test_a_lock_is_never_written_through_a_linked_ci_directory(cproject, wheels, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ci = cproject.root / "ci"
+    for f in ci.iterdir():
+        os.replace(f, outside / f.name)
+    ci.rmdir()
+    ci.symlink_to(outside)
+    err = cproject.cli(*lock_args(wheels), expect=1).stderr
+    assert "would not be a file of the project's ci/ directory" in err
+    assert sorted(p.name for p in outside.iterdir()) == [f"lock-cpu-{OLD_NAME}.txt"]

@@ -162,3 +162,16 @@ def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject):
         f"patches/{NEW_NAME}/series",
     ]
     assert git.out(cproject.root, "ls-files", "--others", "--exclude-standard") == ""
+
+
+def test_retire_takes_no_path_for_a_name(cproject, tmp_path):
+    victim = tmp_path / "victim"
+    (victim / "series").parent.mkdir(parents=True)
+    (victim / "series").write_text("x.patch\n")
+    (victim / "x.patch").write_text("mine\n")
+    rel = os.path.relpath(victim, cproject.root / "patches")
+    err = cproject.cli("retire", rel, expect=2).stderr
+    assert f"{rel!r} is not a base name" in err
+    assert (victim / "x.patch").read_text() == "mine\n"
+    err = cproject.cli("retire", NEW, expect=2).stderr  # 9.10.0 for v9.10.0
+    assert f"next: tkv-seam retire {NEW_NAME}" in err
