@@ -54,10 +54,10 @@ def pin(ctx: Context, version, yanked, as_json):
 def watch(ctx: Context, since, pre, yanked, report, write, as_json):
     """vLLM releases newer than the newest carried base; with --report, their drift.
 
-    The newest carried base is the newest of bases.toml whose queue exists; its queue is
-    the one each report ports. Exit 0 when no newer release exists,
-    11 when one does (the report, if asked, is written), another code when a report
-    could not be made.
+    The newest carried base is the newest of bases.toml whose queue exists. Each report
+    ports the newest carried queue older than the release (a port goes forward only).
+    Exit 0 when no newer release exists, 11 when one does (the report, if asked, is
+    written), another code when a report could not be made.
     """
     from .watch import watch as do_watch
 

@@ -5,7 +5,8 @@ PEP 440 version (``packaging``; 0.10.0 sorts after 0.9.0), and keeps the release
 newer than the newest carried base (or ``since``); pre-releases and yanked releases
 only when asked. With ``report`` it pins each one (into ``build/drift/bases.toml``,
 a scratch copy of the bases file, unless ``write``) and runs the forward-port report
-from the newest carried queue onto it, writing ``build/drift/<version>.md`` (a draft
+onto it from the newest carried queue older than it (``carried.carried_before``: never
+itself, never a newer one), writing ``build/drift/<version>.md`` (a draft
 verdict table in the seed's format), ``build/drift/<version>.json`` and one summary
 line per release into ``build/drift/summary.txt``.
 
@@ -29,7 +30,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .bases import Base, default_index_url, get_base, load_bases, simple_listing
-from .errors import SeamError
+from .carried import carried_before, carried_bases
+from .errors import EXIT_USAGE, SeamError
 from .pin import PROJECT, parse_release, pin
 from .progress import QUIET, Progress
 
@@ -84,12 +86,6 @@ def newer_releases(
         for r in releases
         if r.version > since and (pre or not r.version.is_prerelease) and (yanked or not r.yanked)
     ]
-
-
-def carried_bases(bases: dict[str, Base], root: Path) -> list[str]:
-    """The bases whose own queue exists (bases.toml says where), oldest first."""
-    names = [n for n, b in bases.items() if (root / b.queue.series).is_file()]
-    return sorted(names, key=lambda n: Version(bases[n].version))
 
 
 # --------------------------------------------------------------------------- the report adapter
@@ -236,6 +232,19 @@ def _since(bases: dict[str, Base], since: str) -> Version:
         ) from e
 
 
+def _source(bases: dict[str, Base], root: Path, to_base: Base) -> Base:
+    """The queue a release is ported from: the newest carried base older than it (never itself,
+    never a newer one: a port goes forward)."""
+    source = carried_before(bases, root, to_base.version)
+    if source is None:
+        raise SeamError(
+            f"no carried base is older than {to_base.name}: a port goes forward only",
+            hint=f"tkv-seam watch --report --since {carried_bases(bases, root)[0]}",
+            exit_code=EXIT_USAGE,
+        )
+    return source
+
+
 def watch(
     root: Path,
     bases_file: Path,
@@ -286,7 +295,9 @@ def watch(
             progress.step(f"pin {version} into {target}")
             pinned = pin(target, version, cache, index_url, allow_yanked=yanked, progress=progress)
             to_base = get_base(load_bases(target), pinned.name)
-            markdown, data, counts = drift_report(root, from_base, to_base, cache, progress)
+            source = _source(load_bases(target), root, to_base)
+            row["from_base"] = source.name
+            markdown, data, counts = drift_report(root, source, to_base, cache, progress)
         except SeamError as e:
             result.errors.append(e)
             row["error"] = str(e)

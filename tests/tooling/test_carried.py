@@ -12,6 +12,7 @@ from tkvseam.carried import carried_before, footprint, planner_module, skipped
 from tkvseam.errors import SeamError
 
 from .conftest import NAME, NEXT_VERSION, bases_toml, message
+from .test_apply import make_two_patches
 
 NEXT = f"v{NEXT_VERSION}"
 
@@ -110,3 +111,25 @@ def test_a_queue_without_the_planner_helper_says_where_to_look(project):
     with pytest.raises(SeamError, match="defines get_tensor_slots in no vllm/ file") as e:
         planner_module(project.root, load_bases(project.root / "bases.toml")[NAME])
     assert "grep -n 'def get_tensor_slots' patches/*.patch" in e.value.hint
+
+
+def test_watch_report_ports_each_release_from_the_newest_carried_queue_older_than_it(
+    project, index, releases
+):
+    """Two carried bases: 9.10.0 is ported from 9.9.9's queue, never onto itself; 9.9.9 has no
+    older queue to come from, so asking for it is refused (a port goes forward only)."""
+    make_two_patches(project)
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    give_queue(project.root, NEXT)  # carried, with an empty queue of its own
+    out = json.loads(project.cli("watch", "--since", NAME, "--report", "--json", expect=11).output)
+    (row,) = out["releases"]
+    assert row["from_base"] == NAME and row["summary"]["offset/fuzz"] == 1 and row["summary"]["conflict"] == 1
+    data = json.loads((project.root / "build/drift" / f"{NEXT_VERSION}.json").read_text())
+    assert (
+        data["from"]["name"] == NAME and data["source"] == f"tkv-seam port --base {NAME} --to {NEXT} --report"
+    )
+    res = project.cli("watch", "--since", "0", "--report", expect=2)
+    assert f"9.9.9: no report: no carried base is older than {NAME}: a port goes forward only" in res.output
+    assert f"{NEXT_VERSION}: 2 patches" in res.output
