@@ -28,12 +28,15 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from .bases import Base, default_index_url, get_base, load_bases, simple_listing
+from .bases import Base, default_index_url, get_base, load_bases
 from .errors import SeamError
+from .fsutil import replace_output_dir, seal_output_dir
+from .index import IndexFile, listing
 from .pin import PROJECT, parse_release, pin
 from .progress import QUIET, Progress
 
 DRIFT_DIR = Path("build") / "drift"
+DRIFT_KIND = "drift reports"
 # The summary's fixed columns, in order; other categories are appended when they occur.
 CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "moved")
 
@@ -41,16 +44,16 @@ CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "m
 @dataclass
 class Release:
     version: Version
-    files: list[dict] = field(default_factory=list)
+    files: list[IndexFile] = field(default_factory=list)
 
     @property
     def yanked(self) -> bool:
         """PEP 592: a release is yanked when every one of its files is."""
-        return all(f.get("yanked") for f in self.files)
+        return all(f.yanked for f in self.files)
 
     @property
     def sdist(self) -> str | None:
-        return next((f["filename"] for f in self.files if f["filename"].endswith(".tar.gz")), None)
+        return next((f.filename for f in self.files if f.filename.endswith(".tar.gz")), None)
 
 
 def _file_version(filename: str) -> Version | None:
@@ -66,10 +69,9 @@ def _file_version(filename: str) -> Version | None:
 
 def index_releases(index_url: str | None = None) -> list[Release]:
     """Every release of the project on the index, oldest first (PEP 440 order)."""
-    _, listing = simple_listing(PROJECT, index_url or default_index_url())
     by_version: dict[Version, Release] = {}
-    for entry in listing.get("files", []):
-        version = _file_version(entry.get("filename", ""))
+    for entry in listing(PROJECT, index_url or default_index_url()).files:
+        version = _file_version(entry.filename)
         if version is not None:
             by_version.setdefault(version, Release(version)).files.append(entry)
     return [by_version[v] for v in sorted(by_version)]
@@ -249,7 +251,7 @@ def watch(
     progress: Progress = QUIET,
 ) -> WatchResult:
     """Releases newer than the newest carried base (or ``since``); with ``report`` their drift."""
-    bases = load_bases(bases_file)
+    bases = load_bases(bases_file, root)
     carried = carried_bases(bases, root)
     if not carried:
         raise SeamError(
@@ -262,9 +264,8 @@ def watch(
     found = newer_releases(index_releases(index_url), since_version, pre, yanked)
     result = WatchResult(since, str(since_version), from_base.name, [])
     out = root / DRIFT_DIR
-    if report:
-        shutil.rmtree(out, ignore_errors=True)  # build/drift/ holds this run's reports only
-        out.mkdir(parents=True)
+    if report:  # build/drift/ holds this run's reports only: a previous run's, or refused
+        replace_output_dir(out, DRIFT_KIND, legacy=_legacy_drift, rerun="make watch REPORT=1")
         target = bases_file
         if not write:
             target = out / "bases.toml"
@@ -284,8 +285,8 @@ def watch(
             continue
         try:
             progress.step(f"pin {version} into {target}")
-            pinned = pin(target, version, cache, index_url, allow_yanked=yanked, progress=progress)
-            to_base = get_base(load_bases(target), pinned.name)
+            pinned = pin(target, version, cache, index_url, yanked, progress, root)
+            to_base = get_base(load_bases(target, root), pinned.name)
             markdown, data, counts = drift_report(root, from_base, to_base, cache, progress)
         except SeamError as e:
             result.errors.append(e)
@@ -302,4 +303,20 @@ def watch(
     if report:
         (out / "summary.txt").write_text("".join(f"{line}\n" for line in lines))
         (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+        seal_output_dir(out)
     return result
+
+
+def _legacy_drift(out: Path) -> bool:
+    """build/drift/ as watch wrote it before output markers: its reports and nothing else."""
+    return all(p.is_file() and _is_report_name(p.name) for p in out.iterdir())
+
+
+def _is_report_name(name: str) -> bool:
+    stem, _, ext = name.rpartition(".")
+    if name in ("summary.txt", "watch.json", "bases.toml"):
+        return True
+    try:
+        return ext in ("md", "json") and bool(Version(stem))
+    except InvalidVersion:
+        return False
