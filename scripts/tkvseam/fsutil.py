@@ -110,7 +110,7 @@ def _not_ours(dest: Path, kind: str, legacy: Callable[[Path], bool] | None) -> s
             return None
         return f"no {MARKER}"
     if marker.get("kind") != kind:
-        return f"it is a {marker.get('kind')!r} output, not {kind!r}"
+        return f"it is {marker.get('kind')}"
     recorded = marker.get("files")
     if isinstance(recorded, dict):  # sealed: exactly the files written then, unchanged
         added = sorted(set(files) - set(recorded))
@@ -135,7 +135,9 @@ def replace_output_dir(
     legacy: Callable[[Path], bool] | None = None,
     rerun: str = "run the command again",
 ) -> None:
-    """Make ``dest`` an empty ``kind`` output directory (created, or a previous output emptied).
+    """Make ``dest`` an empty output directory of ``kind`` (created, or a previous output emptied).
+
+    ``kind`` names the output with its article ("an overlay stage"), as messages say it.
 
     ``names``: the top-level entries the step writes (what an unsealed output may hold);
     ``legacy``: recognises an output made before markers existed. Refuses (exit 5) a
@@ -145,7 +147,7 @@ def replace_output_dir(
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
         what = "a symlink" if dest.is_symlink() else "a file"
         raise RefusedError(
-            f"{dest} exists and is not a {kind} tkv-seam made ({what}); nothing was written",
+            f"{dest} exists and is not {kind} tkv-seam made ({what}); nothing was written",
             hint=f"mv {shlex.quote(str(dest))} {moved} (or choose another path), then {rerun}",
         )
     marker = {"kind": kind, "names": sorted(set(names)) if names is not None else None, "files": None}
@@ -156,7 +158,7 @@ def replace_output_dir(
     problem = _not_ours(dest, kind, legacy)
     if problem:
         raise RefusedError(
-            f"{dest} exists and is not a {kind} tkv-seam made ({problem}); it holds: "
+            f"{dest} exists and is not {kind} tkv-seam made ({problem}); it holds: "
             f"{describe_dir(dest)}; nothing was deleted",
             hint=f"mv {shlex.quote(str(dest))} {moved} (or choose another path), then {rerun}",
         )

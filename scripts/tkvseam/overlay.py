@@ -29,9 +29,9 @@ from .state import load_state
 
 PACKAGE_PREFIX = "vllm/"
 INSTALLER = Path(__file__).with_name("overlay_install.py")
-STAGE_KIND = "overlay stage"
+STAGE_KIND = "an overlay stage"
 STAGE_NAMES = ("manifest.json", "overlay", "overlay_install.py")
-CONTEXT_KIND = "image build context"
+CONTEXT_KIND = "an image build context"
 CONTEXT_NAMES = ("Dockerfile", "tkv-seam")
 # The installer's exit statuses (overlay_install.py's docstring).
 NOT_PRISTINE, NO_VLLM, CANNOT_WRITE = 1, 2, 3

@@ -36,7 +36,7 @@ from .pin import PROJECT, parse_release, pin
 from .progress import QUIET, Progress
 
 DRIFT_DIR = Path("build") / "drift"
-DRIFT_KIND = "drift reports"
+DRIFT_KIND = "a drift report directory"
 # The summary's fixed columns, in order; other categories are appended when they occur.
 CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "moved")
 
