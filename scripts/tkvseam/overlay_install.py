@@ -184,12 +184,12 @@ def install(stage: Path, vllm_dir: Path, base_label: str, keep_state: bool, log=
             py_compile.compile(str(target), doraise=True)
         except (OSError, py_compile.PyCompileError) as e:
             tmp.unlink(missing_ok=True)
-            where = getattr(e, "filename", None) or str(target)
+            what = "byte-compile" if isinstance(e, py_compile.PyCompileError) else "write"
             raise OverlayError(
-                f"cannot write {where}: {getattr(e, 'strerror', None) or e}; {len(written)} of "
+                f"cannot {what} {target}: {getattr(e, 'strerror', None) or e}; {len(written)} of "
                 f"{len(todo)} file(s) were replaced before it (recorded: restore puts them back)",
                 CANNOT_WRITE,
-                str(Path(where).parent),
+                str(target.parent),
             ) from e
         written.append(entry["path"])
     if keep_state:
