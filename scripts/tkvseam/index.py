@@ -124,6 +124,10 @@ def _entry(raw: dict, page: str) -> IndexFile:
     return IndexFile(raw["filename"], url, size, sha256, yanked, "; ".join(problems))
 
 
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
 @dataclass(frozen=True)
 class Listing:
     url: str
@@ -137,7 +141,7 @@ def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
         declared = resp.headers.get("Content-Length")
         if declared and declared.isdigit() and int(declared) > MAX_LISTING_BYTES:
             raise NetworkError(
-                f"{url} answers {int(declared)} bytes, more than the {MAX_LISTING_BYTES >> 20} MiB "
+                f"{url} answers {int(declared)} bytes, more than the {_size(MAX_LISTING_BYTES)} "
                 "a project page may have; not read",
                 hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
             )
@@ -147,7 +151,7 @@ def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
             raise NetworkError(f"cannot read {url}: {e}", hint=hint) from e
     if len(body) > MAX_LISTING_BYTES:
         raise NetworkError(
-            f"{url} is larger than the {MAX_LISTING_BYTES >> 20} MiB a project page may have; not read further",
+            f"{url} is larger than the {_size(MAX_LISTING_BYTES)} a project page may have; not read further",
             hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
         )
     try:
@@ -179,7 +183,7 @@ def download(
     fetched = 0
     with _open(url, url, hint) as resp:
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as f:
+        try:
             while True:
                 try:
                     chunk = resp.read(min(CHUNK, size + 1 - fetched))
@@ -196,22 +200,30 @@ def download(
                         f"{url} sends more than the {size} bytes expected of {label}; the download was deleted",
                         hint="check that the index serves the pinned release (bases.toml), then run the command again",
                     )
-                try:
-                    f.write(chunk)
-                except OSError as e:
-                    raise local_write_error(part, e) from e
+                _write_all(fd, chunk, part)
                 progress.bytes(label, fetched, size)
             try:
-                f.flush()
-                os.fsync(f.fileno())
+                os.fsync(fd)
             except OSError as e:
                 raise local_write_error(part, e) from e
+        finally:
+            os.close(fd)
     if fetched < size:
         raise NetworkError(
             f"download of {url} cut short: {fetched} of {size} bytes; nothing was kept",
             hint="run the command again to download it afresh",
         )
     return fetched
+
+
+def _write_all(fd: int, data: bytes, path: Path) -> None:
+    """Write every byte (unbuffered: a failing write is seen here, not at close)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except OSError as e:
+            raise local_write_error(path, e) from e
 
 
 def local_write_error(path: Path, e: OSError) -> SeamError:
