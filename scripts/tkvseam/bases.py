@@ -175,6 +175,11 @@ class _Entry:
         return _Entry(self.path, self.name, self.get(key, dict, what, default), f"{self.prefix}{key}.")
 
 
+def plain_sdist_name(filename: str) -> bool:
+    """A bare ``.tar.gz`` file name: it names a file in the cache, so no directory part."""
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.tar\.gz", filename)) and ".." not in filename
+
+
 def _base(name: str, data: object, path: Path) -> Base:
     if not isinstance(data, dict):
         raise SeamError(
@@ -196,7 +201,7 @@ def _base(name: str, data: object, path: Path) -> Base:
         raise e.fail("commit_prefixes", "a non-empty list of 7-40 hex digits", [])
     sd = e.table("sdist", "a table { filename, size, sha256 }")
     filename = sd.text("filename", "a file name ending in .tar.gz (no directory part)")
-    if "/" in filename or "\\" in filename or filename.startswith(".") or not filename.endswith(".tar.gz"):
+    if not plain_sdist_name(filename):
         raise sd.fail("filename", "a file name ending in .tar.gz (no directory part)", filename)
     size = sd.get("size", int, "a number of bytes")
     if size <= 0:
@@ -251,7 +256,8 @@ def load_bases(path: Path, root: Path | None = None) -> dict[str, Base]:
     try:
         data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SeamError(f"cannot read bases file {path}: {e}", hint=f"git diff -- {path}") from e
+        hint = f"git diff -- {path}" if path.exists() else f"git checkout -- {path}"
+        raise SeamError(f"cannot read bases file {path}: {e}", hint=hint) from e
     bases = {name: _base(name, entry, path) for name, entry in data.items()}
     _check_queues(bases, path, Path(root) if root is not None else path.parent)
     return bases

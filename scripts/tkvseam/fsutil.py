@@ -101,16 +101,16 @@ def _write_marker(dest: Path, data: dict) -> None:
 
 def _not_ours(dest: Path, kind: str, legacy: Callable[[Path], bool] | None) -> str | None:
     """Why ``dest`` (an existing real directory) is not a ``kind`` output the tool made, or None."""
-    files, odd = _walk(dest)
-    if odd:
-        return f"it holds {', '.join(odd[:3])}"
     marker = _read_marker(dest)
-    if marker is None:
-        if legacy is not None and legacy(dest):
+    if marker is None:  # decided without walking the directory (it may be someone's home)
+        if legacy is not None and legacy(dest) and not _walk(dest)[1]:
             return None
         return f"no {MARKER}"
     if marker.get("kind") != kind:
         return f"it is {marker.get('kind')}"
+    files, odd = _walk(dest)
+    if odd:
+        return f"it holds {', '.join(odd[:3])}"
     recorded = marker.get("files")
     if isinstance(recorded, dict):  # sealed: exactly the files written then, unchanged
         added = sorted(set(files) - set(recorded))

@@ -80,18 +80,44 @@ def vllm_version(vllm_dir: Path) -> str:
 
 
 def _load_state(state_path: Path) -> dict:
+    """The venv's record; a record that is not ours (not JSON, wrong types) counts as none."""
     try:
         data = json.loads(state_path.read_text())
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    for key in ("files", "pending"):
+        table = data.get(key)
+        if table is not None and not (
+            isinstance(table, dict) and all(isinstance(v, str) for v in table.values())
+        ):
+            data[key] = {}
+    return data
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write ``data`` to a file created afresh at ``path`` (never through a planted symlink)."""
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def _save_state(state_path: Path, data: dict) -> None:
     """By rename, like the files: a hard-linked copy of the venv must keep its own record."""
     tmp = state_path.with_name(f".{STATE}.tkv-seam-tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    _write_new(tmp, (json.dumps(data, indent=1) + "\n").encode())
     os.replace(tmp, state_path)
+
+
+def _check_paths(manifest: dict) -> None:
+    """Every manifest path is a relative ``vllm/`` path that stays inside the package."""
+    for entry in manifest["files"]:
+        parts = entry["path"].split("/")
+        if parts[0] != "vllm" or len(parts) < 2 or any(p in ("", ".", "..") for p in parts):
+            raise OverlayError(f"the stage's manifest names {entry['path']!r}: not a file inside vllm/")
 
 
 def _unwritable(dirs: set[Path]) -> Path | None:
@@ -123,6 +149,7 @@ def describe_installed(state: dict) -> str:
 def install(stage: Path, vllm_dir: Path, base_label: str, keep_state: bool, log=print) -> list[str]:
     """Verify, then replace. Return the paths written (relative to site-packages)."""
     manifest = json.loads((stage / "manifest.json").read_text())
+    _check_paths(manifest)
     site = vllm_dir.parent
     state_path = vllm_dir / STATE
     state = _load_state(state_path) if keep_state else {}
@@ -175,7 +202,7 @@ def install(stage: Path, vllm_dir: Path, base_label: str, keep_state: bool, log=
         source = stage / "overlay" / entry["path"]
         tmp = target.with_name(f".{target.name}.tkv-seam-tmp")
         try:
-            tmp.write_bytes(source.read_bytes())
+            _write_new(tmp, source.read_bytes())
             os.chmod(tmp, 0o644)
             os.replace(tmp, target)
             cache = target.parent / "__pycache__"

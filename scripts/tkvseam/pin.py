@@ -34,6 +34,7 @@ from .bases import (
     fetch_sdist,
     load_bases,
     lock_file,
+    plain_sdist_name,
     sdist_commit,
 )
 from .errors import EXIT_USAGE, SeamError, VerifyError
@@ -81,7 +82,7 @@ def sdist_version(filename: str) -> Version | None:
 def find_sdist(page: Listing, version: Version) -> IndexFile:
     """The page's sdist entry for ``version``, which must carry a sha256 and a size."""
     for entry in page.files:
-        if sdist_version(entry.filename) == version:
+        if sdist_version(entry.filename) == version and plain_sdist_name(entry.filename):
             break
     else:
         raise SeamError(

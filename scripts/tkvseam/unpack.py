@@ -72,8 +72,10 @@ class Sdist:
                 kind = "a symlink" if m.issym() else "a hard link" if m.islnk() else "a device or FIFO"
                 target = f" to {m.linkname!r}" if m.linkname else ""
                 raise self._refuse(name, f"is {kind}{target}")
-            if "\0" in name or "\\" in name or name.startswith("/"):
-                raise self._refuse(name, "is not a relative POSIX path")
+            if name.startswith("/") or any(c == "\\" or ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+                raise self._refuse(name, "is not a relative POSIX path of printable characters")
+            if len(name.encode()) > 4000 or any(len(p.encode()) > 255 for p in name.split("/")):
+                raise self._refuse(name[:80] + "…", "is too long for a file name")
             parts = PurePosixPath(name).parts
             if not parts or any(p in ("", ".", "..") for p in name.rstrip("/").split("/")):
                 raise self._refuse(name, "is not a normalised path (., .. or an empty part)")

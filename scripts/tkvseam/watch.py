@@ -32,6 +32,7 @@ from .bases import Base, default_index_url, get_base, load_bases
 from .errors import SeamError
 from .fsutil import replace_output_dir, seal_output_dir
 from .index import IndexFile, listing
+from .lock import locked, tree_lock_path
 from .pin import PROJECT, parse_release, pin
 from .progress import QUIET, Progress
 
@@ -263,26 +264,45 @@ def watch(
     since_version = _since(bases, since)
     found = newer_releases(index_releases(index_url), since_version, pre, yanked)
     result = WatchResult(since, str(since_version), from_base.name, [])
-    out = root / DRIFT_DIR
-    if report:  # build/drift/ holds this run's reports only: a previous run's, or refused
-        replace_output_dir(out, DRIFT_KIND, legacy=_legacy_drift, rerun="make watch REPORT=1")
-        target = bases_file
-        if not write:
-            target = out / "bases.toml"
-            shutil.copyfile(bases_file, target)
-    lines = []
     for rel in found:
-        version = str(rel.version)
-        row = {
-            "version": version,
-            "sdist": rel.sdist,
-            "yanked": rel.yanked,
-            "prerelease": rel.version.is_prerelease,
-            "pinned": f"v{version}" in bases,
-        }
-        result.releases.append(row)
-        if not report:
-            continue
+        result.releases.append(
+            {
+                "version": str(rel.version),
+                "sdist": rel.sdist,
+                "yanked": rel.yanked,
+                "prerelease": rel.version.is_prerelease,
+                "pinned": f"v{rel.version}" in bases,
+            }
+        )
+    if report:
+        out = root / DRIFT_DIR
+        with locked(tree_lock_path(out), str(out), progress):  # one report run at a time
+            _report(root, bases_file, cache, from_base, result, out, yanked, write, index_url, progress)
+    return result
+
+
+def _report(
+    root: Path,
+    bases_file: Path,
+    cache: Path,
+    from_base: Base,
+    result: WatchResult,
+    out: Path,
+    yanked: bool,
+    write: bool,
+    index_url: str | None,
+    progress: Progress,
+) -> None:
+    """Pin each release of ``result`` and write its drift report into ``out`` (build/drift/)."""
+    # build/drift/ holds one run's reports: a previous run's is replaced, anything else refused
+    replace_output_dir(out, DRIFT_KIND, legacy=_legacy_drift, rerun="make watch REPORT=1")
+    target = bases_file
+    if not write:
+        target = out / "bases.toml"
+        shutil.copyfile(bases_file, target)
+    lines = []
+    for row in result.releases:
+        version = row["version"]
         try:
             progress.step(f"pin {version} into {target}")
             pinned = pin(target, version, cache, index_url, yanked, progress, root)
@@ -300,11 +320,9 @@ def watch(
         row |= {"pin": pinned.status, "summary": counts, "markdown": str(md), "json": str(js)}
         row["line"] = summary_line(version, counts, str(md.relative_to(root)))
         lines.append(row["line"])
-    if report:
-        (out / "summary.txt").write_text("".join(f"{line}\n" for line in lines))
-        (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
-        seal_output_dir(out)
-    return result
+    (out / "summary.txt").write_text("".join(f"{line}\n" for line in lines))
+    (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+    seal_output_dir(out)
 
 
 def _legacy_drift(out: Path) -> bool:

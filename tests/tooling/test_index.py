@@ -166,3 +166,32 @@ def test_a_full_disk_while_downloading_is_a_local_error_not_network(project, ind
     assert "next: df -h" in proc.stderr and "network" not in proc.stderr
     assert json.loads(proc.stdout)["exit_code"] == 1
     assert not list((project.cache / "sdist").iterdir())
+
+
+def test_an_entry_with_a_directory_in_its_filename_is_never_a_cache_path(project, index, releases):
+    e = entry(index, f"vllm-{NEXT_VERSION}.tar.gz")
+    e["filename"] = f"sub/../vllm-{NEXT_VERSION}.tar.gz"
+    err, _ = fails(project, "pin", NEXT_VERSION, code=1)
+    assert f"lists no sdist of vllm {NEXT_VERSION}" in err
+    assert not (project.cache / "sdist").exists()
+
+
+def test_a_redirect_to_another_scheme_is_not_followed(project, index, monkeypatch):
+    class Redirect(index):
+        def do_GET(self):  # noqa: N802
+            if self.path.startswith("/files/"):
+                self.send_response(302)
+                self.send_header("Location", "ftp://127.0.0.1:9/vllm.tar.gz")
+                self.end_headers()
+                return
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("TKV_SEAM_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
+    try:
+        err, _ = fails(project, "apply", "--base", NAME, code=8)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "redirect to another scheme refused: ftp://127.0.0.1:9/vllm.tar.gz" in err

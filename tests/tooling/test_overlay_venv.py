@@ -195,3 +195,47 @@ def test_the_projects_own_venv_gets_the_recreate_hint(two, base_commit):
     (own.site / PATHS[1]).write_text("edited\n")
     err = overlay(two, "install", None, expect=4).stderr
     assert f"next: recreate the test venv: rm -rf {two.root / f'.venv-vllm-{NAME}'} && make venv-vllm" in err
+
+
+# --------------------------------------------------------------------------- attacked by hand
+
+
+def test_a_symlink_planted_at_the_installers_temporary_name_is_not_followed(two, venv, tmp_path):
+    outside = tmp_path / "outside.py"
+    outside.write_text("keep\n")
+    (venv.site / "vllm/config/.cache.py.tkv-seam-tmp").symlink_to(outside)
+    overlay(two, "install", venv)
+    assert outside.read_text() == "keep\n"
+    assert "line 10 (seam)" in (venv.site / PATHS[0]).read_text()
+
+
+def test_a_record_that_is_not_ours_counts_as_none(two, venv):
+    (venv.site / "vllm" / STATE).write_text(json.dumps({"files": "everything", "pending": [1]}))
+    overlay(two, "install", venv)
+    assert venv.state()["files"].keys() == set(PATHS)
+
+
+def test_a_stage_whose_manifest_leaves_vllm_is_refused(two, venv, tmp_path):
+    from tkvseam.overlay import stage
+
+    out = tmp_path / "stage"
+    stage(two.tree, PATHS, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"][0]["path"] = "vllm/../../evil.py"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    proc = subprocess.run(
+        [str(venv.python), str(out / "overlay_install.py"), str(out), "--keep-state"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "names 'vllm/../../evil.py': not a file inside vllm/" in proc.stderr
+    assert venv.files() == venv.pristine
+
+
+def test_a_python_that_is_not_a_python_is_a_plain_error(two, tmp_path):
+    sh = tmp_path / "notpython"
+    sh.write_text("#!/bin/sh\necho 'not python' >&2\nexit 3\n")
+    sh.chmod(0o755)
+    res = overlay(two, "install", None, "--python", str(sh), "--json", expect=1)
+    assert "the overlay installer failed (exit 3): not python" in res.stderr
+    assert "--version" in json.loads(res.stdout)["hint"]

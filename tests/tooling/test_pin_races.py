@@ -65,3 +65,12 @@ def test_two_pins_of_one_release_download_it_once(project, index):
     assert not list((project.cache / "sdist").glob("*.part"))
     text = (project.root / "bases.toml").read_text()
     assert text.count(f'["{NEXT}"]') == 1
+
+
+def test_two_watch_reports_take_turns_on_build_drift(project, index):
+    drift = project.root / "build" / "drift"
+    with locked(tree_lock_path(drift), "test"):
+        run = start(project, "watch", "--report", "--json")
+        assert f"waiting for another tkv-seam run on {drift}" in said(run, "waiting for")
+    assert run.wait() == 11, run.stderr.read()
+    assert json.loads(run.stdout.read())["releases"][0]["pin"] == "added"

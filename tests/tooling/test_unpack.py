@@ -204,3 +204,17 @@ def test_the_checks_need_no_tarfile_filter_on_debian_python_3_11_2(tmp_path):
     assert out[0].startswith("3.11.")
     assert (tmp_path / "t/vllm/_version.py").read_text().count(COMMIT[:9]) == 1
     assert f"member 'vllm-{VERSION}/docs' is a symlink to 'vllm'" in out[1]
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        (f"vllm-{VERSION}/bad\nname.py", "printable characters"),
+        (f"vllm-{VERSION}/back\\slash.py", "printable characters"),
+        (f"vllm-{VERSION}/" + "x" * 300, "too long for a file name"),
+    ],
+)
+def test_names_no_sdist_has_are_refused(project, index, tmp_path, name, why):
+    pin_crafted(project, index, crafted(tmp_path, [_info(name, data=b"x\n")]))
+    err = project.apply(expect=4).stderr
+    assert why in err and "member " in err
