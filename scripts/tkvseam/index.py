@@ -29,7 +29,7 @@ from .errors import NetworkError, SeamError, VerifyError
 from .progress import QUIET, Progress
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-MAX_LISTING_BYTES = 32 << 20  # PyPI's vllm page is well under 1 MB
+MAX_LISTING_BYTES = 32 << 20  # PyPI's vllm page: 128 KB on 2026-12-01
 TIMEOUT = 60
 CHUNK = 1 << 20
 INDEX_HINT = "check network access to the package index (TKV_SEAM_INDEX_URL), then run the command again"

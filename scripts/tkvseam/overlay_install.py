@@ -258,14 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         written = install(args.stage, vllm_dir, label, args.keep_state)
     except OverlayError as e:
         print(f"tkv-seam overlay: {e}", file=sys.stderr)
-        result |= {"status": e.status, "error": str(e), "path": e.path}
+        result.update(status=e.status, error=str(e), path=e.path)
         written = None
     if written is not None:
         for path in written:
             print(f"tkv-seam overlay: replaced {path}")
         print(f"tkv-seam overlay: {len(written)} file(s) replaced, {len(manifest['files'])} verified")
     if args.result_json:
-        print(json.dumps(result | {"replaced": written}))
+        print(json.dumps(dict(result, replaced=written)))
     return result["status"]
 
 
