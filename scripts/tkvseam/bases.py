@@ -329,11 +329,6 @@ def get_base(
 APPLY_INDEX_HINT = "check network access to the package index, or set VLLM_GIT=<url-or-path>"
 
 
-def simple_listing(project: str, index_url: str, hint: str = index.INDEX_HINT) -> index.Listing:
-    """The project's page on the Simple API (PEP 691 JSON), checked and size-capped (``index``)."""
-    return index.listing(project, index_url, hint)
-
-
 def find_sdist_url(base: Base, index_url: str) -> str:
     """Ask the Simple API (PEP 691 JSON) for the sdist and check the index's metadata against the pin."""
     page = index.listing(base.project, index_url, APPLY_INDEX_HINT)
@@ -388,18 +383,17 @@ def fetch_sdist(
     progress.step(f"download {base.sdist.filename} ({base.sdist.size / 1e6:.1f} MB)")
     try:
         fetched = index.download(url, part, base.sdist.size, base.sdist.filename, progress=progress)
+    except BaseException:
+        part.unlink(missing_ok=True)  # nothing of a failed download is kept
+        raise
+    try:
         verify_file(part, base.sdist)
     except VerifyError as e:
         part.unlink(missing_ok=True)
-        if "the download was deleted" in e.message:
-            raise
         raise VerifyError(
             f"{url}: {e.message.split(': ', 1)[1]}; the download was deleted",
             hint="check that the index serves the pinned release (bases.toml), then run the command again",
         ) from e
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
     os.replace(part, dest)
     return dest, fetched
 
