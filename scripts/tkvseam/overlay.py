@@ -3,7 +3,7 @@
 ``stage`` writes ``manifest.json`` (per file: path, pristine sha256, patched
 sha256) and ``overlay/vllm/...`` for one commit of the build tree; the same
 stage feeds the Docker build and the test venv (``overlay_install``). A stage
-directory is one the tool creates, or a previous stage it recognises (``fsutil``
+directory is one the tool creates, or a previous stage it recognises (``outputs``
 output marker): anything else is refused, nothing deleted. ``install_into_venv``
 runs the stage's installer with the venv's python and turns its exit status into
 an error a user can act on (the venv is the project's test venv, or the user's own).
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import git
 from .errors import SeamError, VerifyError
-from .fsutil import replace_output_dir, seal_output_dir
+from .outputs import replace_output_dir, seal_output_dir
 from .lock import locked, tree_lock_path
 from .patch import Patch
 from .progress import QUIET, Progress

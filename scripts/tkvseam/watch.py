@@ -30,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from .bases import Base, default_index_url, get_base, load_bases
 from .errors import SeamError
-from .fsutil import replace_output_dir, seal_output_dir
+from .outputs import replace_output_dir, seal_output_dir
 from .index import IndexFile, listing
 from .lock import locked, tree_lock_path
 from .pin import PROJECT, parse_release, pin

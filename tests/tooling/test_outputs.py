@@ -18,7 +18,7 @@ from tkvseam.overlay import stage
 from .conftest import NAME
 from .test_apply import make_two_patches
 
-MARKER = ".tkv-seam-made.json"  # fsutil.MARKER
+MARKER = ".tkv-seam-made.json"  # outputs.MARKER
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from .errors import RefusedError, SeamError
 MARKER = ".tkv-seam-made.json"
 
 
-def describe_dir(path: Path, limit: int = 8) -> str:
+def _describe(path: Path, limit: int = 8) -> str:
     """The first entries of a directory, for a refusal that names what is there."""
     try:
         names = sorted(os.listdir(path))
@@ -159,7 +159,7 @@ def replace_output_dir(
     if problem:
         raise RefusedError(
             f"{dest} exists and is not {kind} tkv-seam made ({problem}); it holds: "
-            f"{describe_dir(dest)}; nothing was deleted",
+            f"{_describe(dest)}; nothing was deleted",
             hint=f"mv {shlex.quote(str(dest))} {moved} (or choose another path), then {rerun}",
         )
     _write_marker(dest, marker)  # unsealed first: a kill while emptying leaves a recognisable output
