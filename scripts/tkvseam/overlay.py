@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -175,11 +176,10 @@ def install_into_venv(python: Path, stage_dir: Path, own_venv: bool = True, reru
             f"no Python at {python}",
             hint=f"make venv-vllm BASE={base}" if own_venv else "pass --python <your venv>/bin/python",
         )
-    proc = subprocess.run(
-        [str(python), str(stage_dir / "overlay_install.py"), str(stage_dir), "--keep-state", "--result-json"],
-        capture_output=True,
-        text=True,
-    )
+    # The venv's own vllm: not one a PYTHONPATH of this process points at (a build tree, say).
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    installer = [str(stage_dir / "overlay_install.py"), str(stage_dir), "--keep-state", "--venv"]
+    proc = subprocess.run([str(python), *installer, "--result-json"], capture_output=True, text=True, env=env)
     lines = proc.stdout.splitlines()
     result = _result(lines)
     if proc.returncode == 0 and result.get("status") == 0:

@@ -47,11 +47,26 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def locate_vllm() -> Path:
-    """The installed vllm package directory: the import system first, then the usual prefixes."""
+def locate_vllm(venv: bool = False) -> Path:
+    """The installed vllm package directory: the import system first, then (in an image, not
+    ``venv``) the usual system prefixes.
+
+    ``venv``: the package must be this Python's own (below ``sys.prefix``): a venv that sees the
+    system's site-packages never gets the system's vllm patched through it.
+    """
     spec = importlib.util.find_spec("vllm")
     if spec and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0])
+        found = Path(list(spec.submodule_search_locations)[0])
+        prefix = Path(sys.prefix).resolve()
+        if venv and prefix not in found.resolve().parents:
+            raise OverlayError(
+                f"the vllm this Python imports ({found}) is not inside its environment ({prefix}); "
+                "overlay the environment that holds it",
+                NO_VLLM,
+            )
+        return found
+    if venv:
+        raise OverlayError(f"this Python ({sys.executable}) has no vllm package", NO_VLLM)
     found = sorted(
         {
             Path(p).resolve()
@@ -244,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         help="record what was installed so a later overlay or restore may replace it",
     )
     parser.add_argument(
+        "--venv", action="store_true", help="the vllm must be this Python's own (no system search)"
+    )
+    parser.add_argument(
         "--result-json", action="store_true", help="end stdout with the outcome as one JSON line"
     )
     args = parser.parse_args(argv)
@@ -251,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     label = manifest.get("base", "base")
     result: dict = {"status": 0}
     try:
-        vllm_dir = args.vllm_dir or locate_vllm()
+        vllm_dir = args.vllm_dir or locate_vllm(args.venv)
         result["vllm_dir"] = str(vllm_dir)
         result["vllm_version"] = vllm_version(vllm_dir)
         print(f"tkv-seam overlay: vllm package at {vllm_dir}")

@@ -1,7 +1,7 @@
 """overlay install/restore on a venv (issue 20, item 4; issue 18's overlay items).
 
-The venv is a small stand-in: a ``python`` that runs this interpreter with a site directory
-holding the base's pristine ``vllm/``. Faults are real: the installer process is killed
+The venv is a real one (``python -m venv --without-pip``) whose site-packages hold the base's
+pristine ``vllm/``. Faults are real: the installer process is killed
 (SIGKILL) right after its first file replace; a read-only directory is read-only for a
 process without CAP_DAC_OVERRIDE (the tests run as root here).
 """
@@ -55,19 +55,14 @@ class Venv:
         return json.loads(path.read_text()) if path.exists() else None
 
 
-def make_venv(where: Path, tree: Path, base_commit: str, extra_path: Path | None = None) -> Venv:
-    """A python whose ``import vllm`` finds the pristine base's vllm/ in ``where/site``."""
-    site = where / "site"
-    site.mkdir(parents=True)
+def make_venv(where: Path, tree: Path, base_commit: str) -> Venv:
+    """A venv (no pip) whose site-packages hold the pristine base's vllm/."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site = where / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     data = git.run(tree, "archive", "--format=tar", base_commit, "vllm").stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(site, filter="data")
-    python = where / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    path = f"{extra_path}:{site}" if extra_path else str(site)
-    python.write_text(f'#!/bin/sh\nPYTHONPATH={path} exec {sys.executable} "$@"\n')
-    python.chmod(0o755)
-    return Venv(python, site, {p: (site / p).read_bytes() for p in PATHS})
+    return Venv(where / "bin" / "python", site, {p: (site / p).read_bytes() for p in PATHS})
 
 
 @pytest.fixture
@@ -109,10 +104,9 @@ def run_tool(project, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_install_killed_after_its_first_replace_can_be_restored_and_installed(two, tmp_path, base_commit):
-    killer = tmp_path / "killer"
-    killer.mkdir()
+    victim = make_venv(tmp_path / "venv", two.tree, base_commit)
+    killer = victim.site
     (killer / "sitecustomize.py").write_text(KILL_AFTER_FIRST_REPLACE)
-    victim = make_venv(tmp_path / "venv", two.tree, base_commit, extra_path=killer)
     err = overlay(two, "install", victim, expect=1).stderr
     assert "the overlay installer failed (exit -9)" in err
     files = victim.files()
@@ -239,3 +233,20 @@ def test_a_python_that_is_not_a_python_is_a_plain_error(two, tmp_path):
     res = overlay(two, "install", None, "--python", str(sh), "--json", expect=1)
     assert "the overlay installer failed (exit 3): not python" in res.stderr
     assert "--version" in json.loads(res.stdout)["hint"]
+
+
+def test_a_vllm_outside_the_venv_is_never_patched_through_it(two, venv, tmp_path, base_commit, monkeypatch):
+    """A vllm the venv only sees (a .pth to elsewhere, as --system-site-packages does), or one
+    the tool's own PYTHONPATH points at, is not the venv's: nothing outside it is written."""
+    other = make_venv(tmp_path / "other", two.tree, base_commit)
+    shutil.rmtree(venv.site / "vllm")
+    (venv.site / "elsewhere.pth").write_text(f"{other.site}\n")
+    err = overlay(two, "install", venv, expect=1).stderr
+    assert f"the vllm this Python imports ({other.site / 'vllm'}) is not inside its environment" in err
+    assert other.files() == other.pristine
+    (venv.site / "elsewhere.pth").unlink()
+    err = overlay(two, "install", venv, expect=1).stderr
+    assert "has no vllm package" in err and "pip show vllm" in err
+    monkeypatch.setenv("PYTHONPATH", str(other.site))
+    overlay(two, "install", venv, expect=1)  # still the venv's own (none), not PYTHONPATH's
+    assert other.files() == other.pristine
