@@ -195,7 +195,8 @@ def install(stage: Path, vllm_dir: Path, base_label: str, keep_state: bool, log=
         elif not changed and keep_state and not state_path.exists():
             log(f"tkv-seam overlay: {vllm_dir} already holds the pristine files")
     elif keep_state and state.get("files"):
-        log(f"tkv-seam overlay: replacing the overlay installed in {vllm_dir} ({describe_installed(state)})")
+        what = "replacing the overlay" if changed else "putting the pristine files back over the overlay"
+        log(f"tkv-seam overlay: {what} installed in {vllm_dir} ({describe_installed(state)})")
     _check_writable(site, [site / e["path"] for e in todo], state_path if keep_state else None)
     if keep_state and todo:  # the intent, before the first replace: restore always goes through
         _save_state(

@@ -45,6 +45,7 @@ from .series import Queue
 
 PROJECT = "vllm"
 OFFICIAL_IMAGE = "vllm/vllm-openai"
+MAX_SDIST_BYTES = 1 << 30  # what pin downloads on the index's word; vLLM 0.33.0's is 47 MB
 
 
 @dataclass
@@ -95,6 +96,12 @@ def find_sdist(page: Listing, version: Version) -> IndexFile:
             f"{page.url}: {entry.filename} has no sha256 or no size in the index (PEP 691/700); "
             "a pin needs both",
             hint="set TKV_SEAM_INDEX_URL to an index serving the Simple API 1.1 (PyPI does)",
+        )
+    if entry.size > MAX_SDIST_BYTES:
+        raise VerifyError(
+            f"{page.url}: {entry.filename} is {entry.size} bytes, more than the {MAX_SDIST_BYTES >> 20} MiB "
+            "a vLLM sdist may have; nothing was downloaded",
+            hint="check the index (TKV_SEAM_INDEX_URL): vLLM's sdists are under 50 MB",
         )
     return entry
 

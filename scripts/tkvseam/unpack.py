@@ -16,6 +16,7 @@ import shutil
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from .errors import VerifyError
@@ -38,16 +39,34 @@ class Sdist:
         self.hint = hint
         try:
             self.tar = tarfile.open(tarball, "r:*")
-            members = self.tar.getmembers()
         except _READ_ERRORS as e:
-            if _local(e):
-                raise
-            raise VerifyError(
-                f"{tarball.name} is not a readable .tar.gz sdist ({type(e).__name__}: {e}); "
-                "a .zip or damaged sdist cannot be used",
-                hint=hint,
-            ) from e
-        self.root, self.members = self._check(members)
+            raise self._unreadable(e) from e
+        try:
+            self.root, self.members = self._check(self._each())
+        except BaseException:
+            self.tar.close()
+            raise
+
+    def _unreadable(self, e: BaseException) -> BaseException:
+        if _local(e):
+            return e
+        return VerifyError(
+            f"{self.tarball.name} is not a readable .tar.gz sdist ({type(e).__name__}: {e}); "
+            "a .zip or damaged sdist cannot be used",
+            hint=self.hint,
+        )
+
+    def _each(self) -> Iterator[tarfile.TarInfo]:
+        """The members as the archive lists them, read one at a time (a check can stop early,
+        before a bomb is decompressed to its end)."""
+        members = iter(self.tar)
+        while True:
+            try:
+                yield next(members)
+            except StopIteration:
+                return
+            except _READ_ERRORS as e:
+                raise self._unreadable(e) from e
 
     def __enter__(self) -> Sdist:
         return self
@@ -62,12 +81,12 @@ class Sdist:
             hint=self.hint,
         )
 
-    def _check(self, members: list[tarfile.TarInfo]) -> tuple[str, dict[str, tarfile.TarInfo]]:
-        if len(members) > MAX_MEMBERS:
-            raise self._refuse(members[MAX_MEMBERS].name, f"is past the {MAX_MEMBERS}-member limit")
+    def _check(self, members: Iterator[tarfile.TarInfo]) -> tuple[str, dict[str, tarfile.TarInfo]]:
         roots, out, files, total = set(), {}, set(), 0
         for m in members:
             name = m.name
+            if len(out) >= MAX_MEMBERS:
+                raise self._refuse(name, f"is past the {MAX_MEMBERS}-member limit")
             if not (m.isreg() or m.isdir()):
                 kind = "a symlink" if m.issym() else "a hard link" if m.islnk() else "a device or FIFO"
                 target = f" to {m.linkname!r}" if m.linkname else ""

@@ -195,3 +195,10 @@ def test_a_redirect_to_another_scheme_is_not_followed(project, index, monkeypatc
         server.shutdown()
         server.server_close()
     assert "redirect to another scheme refused: ftp://127.0.0.1:9/vllm.tar.gz" in err
+
+
+def test_pin_refuses_an_sdist_the_index_says_is_huge_before_downloading(project, index):
+    entry(index, f"vllm-{NEXT_VERSION}.tar.gz")["size"] = 50 << 30
+    err, _ = fails(project, "pin", NEXT_VERSION, code=4)
+    assert "is 53687091200 bytes, more than the 1024 MiB a vLLM sdist may have" in err
+    assert not [r for r in index.requests if r.startswith("/files/")]

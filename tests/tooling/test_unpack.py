@@ -218,3 +218,17 @@ def test_names_no_sdist_has_are_refused(project, index, tmp_path, name, why):
     pin_crafted(project, index, crafted(tmp_path, [_info(name, data=b"x\n")]))
     err = project.apply(expect=4).stderr
     assert why in err and "member " in err
+
+
+def test_the_unpacked_size_and_member_count_are_capped(project, index, tmp_path, monkeypatch):
+    top = f"vllm-{VERSION}"
+    pin_crafted(
+        project, index, crafted(tmp_path, [_info(f"{top}/big{i}.bin", data=b"0" * 4000) for i in range(3)])
+    )
+    monkeypatch.setattr("tkvseam.unpack.MAX_BYTES", 10_000)
+    assert f"member '{top}/big2.bin' takes the unpacked size past" in project.apply(expect=4).stderr
+    monkeypatch.setattr("tkvseam.unpack.MAX_BYTES", 1 << 30)
+    monkeypatch.setattr("tkvseam.unpack.MAX_MEMBERS", len(FILES) + 1)
+    assert (
+        f"member '{top}/big1.bin' is past the {len(FILES) + 1}-member limit" in project.apply(expect=4).stderr
+    )
