@@ -20,9 +20,9 @@ from packaging.version import InvalidVersion, Version
 
 from . import git, index, unpack
 from .errors import NetworkError, SeamError, UsageError, VerifyError
-from .outputs import is_inside, symlink_on_the_way
 from .index import default_index_url
 from .lock import locked
+from .outputs import is_inside, symlink_on_the_way
 from .progress import QUIET, Progress
 from .series import Queue
 

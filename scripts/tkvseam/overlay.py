@@ -22,8 +22,8 @@ from pathlib import Path
 
 from . import git
 from .errors import SeamError, VerifyError
-from .outputs import replace_output_dir, seal_output_dir
 from .lock import locked, tree_lock_path
+from .outputs import replace_output_dir, seal_output_dir
 from .patch import Patch
 from .progress import QUIET, Progress
 from .state import load_state

@@ -30,9 +30,9 @@ from packaging.version import InvalidVersion, Version
 
 from .bases import Base, default_index_url, get_base, load_bases
 from .errors import SeamError
-from .outputs import replace_output_dir, seal_output_dir
 from .index import IndexFile, listing
 from .lock import locked, tree_lock_path
+from .outputs import replace_output_dir, seal_output_dir
 from .pin import PROJECT, parse_release, pin
 from .progress import QUIET, Progress
 

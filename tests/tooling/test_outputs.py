@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from tkvseam import image
 from tkvseam.errors import RefusedError
 from tkvseam.overlay import stage

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from tkvseam import git
 
 from .conftest import NAME

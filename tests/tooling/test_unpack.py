@@ -18,7 +18,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 import tkvseam
 
 from .conftest import FILES, NAME, VERSION, Upstream, bases_toml
