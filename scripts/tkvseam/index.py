@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NetworkError, SeamError, VerifyError
+from .errors import NetworkError, SeamError, UsageError, VerifyError
 from .progress import QUIET, Progress
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -134,8 +134,20 @@ class Listing:
     files: list[IndexFile]
 
 
+def _no_credentials(index_url: str) -> None:
+    """Refuse an index URL carrying user:password (never sent, and never printed back)."""
+    parts = urllib.parse.urlsplit(index_url)
+    if parts.username is not None or parts.password is not None:
+        shown = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+        raise UsageError(
+            f"the index URL {shown} carries credentials; tkv-seam sends none (and prints none)",
+            hint="export TKV_SEAM_INDEX_URL=<the index's Simple API root without user:password>",
+        )
+
+
 def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
     """The project's page on the Simple API (PEP 691 JSON), checked and bounded."""
+    _no_credentials(index_url)
     url = f"{index_url.rstrip('/')}/{urllib.parse.quote(project)}/"
     with _open(url, url, hint, SIMPLE_JSON) as resp:
         declared = resp.headers.get("Content-Length")

@@ -202,3 +202,12 @@ def test_pin_refuses_an_sdist_the_index_says_is_huge_before_downloading(project,
     err, _ = fails(project, "pin", NEXT_VERSION, code=4)
     assert "is 53687091200 bytes, more than the 1024 MiB a vLLM sdist may have" in err
     assert not [r for r in index.requests if r.startswith("/files/")]
+
+
+def test_an_index_url_with_credentials_is_refused_and_never_printed(project, monkeypatch):
+    monkeypatch.delenv("TKV_SEAM_INDEX_URL")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://me:s3cret@pypi.example.invalid/simple")
+    for command in (("pin", NEXT_VERSION), ("watch",), ("apply", "--base", NAME)):
+        res = project.cli(*command, "--json", expect=2)
+        assert "s3cret" not in res.stderr + res.stdout, command
+        assert "https://***@pypi.example.invalid/simple carries credentials" in res.stderr
