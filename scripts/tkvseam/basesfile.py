@@ -17,11 +17,12 @@ from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
 from .errors import SeamError
-from .lock import locked
+from .lock import locked, tree_lock_path
 
 
 def lock_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.lock")
+    """The bases file's lock, the one ``pin`` holds too (``.bases.toml.lock`` beside it)."""
+    return tree_lock_path(path)
 
 
 def read(path: Path) -> tomlkit.TOMLDocument:

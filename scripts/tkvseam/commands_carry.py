@@ -21,7 +21,7 @@ def carried(ctx: Context, as_json):
     from .bases import load_bases
     from .carried import carried_bases
 
-    names = carried_bases(load_bases(ctx.bases_file), ctx.root)
+    names = carried_bases(load_bases(ctx.bases_file, ctx.root), ctx.root)
     if as_json:
         emit_json({"carried": names})
         return
@@ -56,7 +56,7 @@ def seam_table(ctx: Context, base_name, source, plugin, ruff, force, as_json):
     from .bases import load_bases
     from .kept import keep
 
-    bases = load_bases(ctx.bases_file)
+    bases = load_bases(ctx.bases_file, ctx.root)
     base = ctx.base(base_name, hint="tkv-seam pin <version>   (then seam-table v<version>)")
     table = seamtable.derive(ctx.root, bases, base, ctx.cache, source, plugin, ruff, progress=ctx.progress)
     kept = None

@@ -116,7 +116,7 @@ def retire(
     root: Path, bases_file: Path, name: str, cache: Path, force: bool = False, progress: Progress = QUIET
 ) -> RetireResult:
     """Retire base ``name`` (see the module docstring)."""
-    bases = load_bases(bases_file)
+    bases = load_bases(bases_file, root)
     base: Base | None = bases.get(name)
     if base is None and not _NAME.fullmatch(name):
         raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint="tkv-seam carried")

@@ -30,7 +30,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from . import basesfile, git
-from .bases import Base, BaseRepo, Plugin, SeamPins, base_repo, default_index_url, simple_listing
+from .bases import Base, BaseRepo, Plugin, SeamPins, base_repo
+from .index import default_index_url, listing
 from .carried import carried_before
 from .errors import RefusedError, SeamError, UsageError
 from .progress import QUIET, Progress
@@ -153,13 +154,13 @@ def plugin_pin(requirement: str, index_url: str | None = None) -> Plugin:
             hint="--plugin turbo-attn==0.70.1",
         )
     version = Version(pins[0].version)
-    url, listing = simple_listing(canonicalize_name(req.name), index_url or default_index_url())
+    page = listing(canonicalize_name(req.name), index_url or default_index_url())
+    url = page.url
     wheels, sdists = [], []
-    for entry in listing.get("files", []):
-        name, found, kind = _file(entry.get("filename", ""))
-        sha = entry.get("hashes", {}).get("sha256")
-        if name == canonicalize_name(req.name) and found == version and sha and not entry.get("yanked"):
-            (wheels if kind == "wheel" else sdists).append(f"sha256:{sha}")
+    for entry in page.files:
+        name, found, kind = _file(entry.filename)
+        if name == canonicalize_name(req.name) and found == version and entry.sha256 and not entry.yanked:
+            (wheels if kind == "wheel" else sdists).append(f"sha256:{entry.sha256}")
     hashes = sorted(wheels or sdists)
     if not hashes:
         raise SeamError(
