@@ -25,7 +25,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
         seam-full seam-full-cuda upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
-        pin watch lint-workflows lock-cpu seam-table retire
+        pin watch lint-workflows lock-cpu seam-table retire carry
 
 help: ## Show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -54,6 +54,11 @@ lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt (uv; local CPU to
 
 seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from (PLUGIN= pins another)
 	$(TOOL) seam-table $(BASE) $(if $(PLUGIN),--plugin '$(PLUGIN)',) $(FORCE_FLAG)
+
+carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (make carry VERSION=0.34.0; again after each stop)
+	@test -n "$(VERSION)" || { echo "usage: make carry VERSION=0.34.0" >&2; exit 2; }
+	$(TOOL) carry $(VERSION) $(if $(PLUGIN),--plugin '$(PLUGIN)',) $(if $(VERDICT),--verdict "$(VERDICT)",) \
+	    $(if $(REASON),--reason "$(REASON)",)
 
 retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/kept/; not v0.31.0)
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }

@@ -5,7 +5,11 @@ Bodies parse options and call the library; the top group maps errors to exit cod
 
 from __future__ import annotations
 
+import sys
+
 import click
+
+from .errors import EXIT_LINT
 
 from .options import Context, emit_json, force_option, json_option, pass_ctx
 
@@ -153,4 +157,65 @@ def retire(ctx: Context, base_name, force, as_json):
     )
 
 
-COMMANDS = [carried, seam_table, lock_cpu, retire]
+@click.command()
+@click.argument("version")
+@click.option(
+    "--plugin", default=None, help="Plugin pin of the new base (name==version) [default: the source's]."
+)
+@click.option(
+    "--find-links", "find_links", multiple=True, help="Lock: CPU torch directory [default: $PIP_FIND_LINKS]."
+)
+@click.option(
+    "--torch", "torch_version", default=None, help="Lock: this torch instead of the local CPU build."
+)
+@click.option("--lock-index-url", default=None, help="Lock: package index for uv [default: uv's, PyPI].")
+@click.option("--no-index", is_flag=True, help="Lock: resolve from the find-links directories only.")
+@click.option("--verdict", default=None, help="Port continue: the Verdict line of the resolved patch.")
+@click.option("--reason", default=None, help="Port continue: the Reason line of the resolved patch.")
+@json_option
+@pass_ctx
+def carry(
+    ctx: Context,
+    version,
+    plugin,
+    find_links,
+    torch_version,
+    lock_index_url,
+    no_index,
+    verdict,
+    reason,
+    as_json,
+):
+    """Carry vLLM release VERSION: pin it, write its .seam table and CPU lock, port the queue onto it.
+
+    The port starts from the newest carried queue older than the release and stops (exit 12)
+    at each patch needing you: resolve it in build/port-vVERSION, `git add`, then run
+    `carry VERSION` again (it continues the port; steps already done are kept). When the
+    last patch is through, the new base's queue and PORT.md are written and linted: it is
+    carried (make test checks it), with nothing else to edit.
+    """
+    from .carry import Options
+    from .carry import carry as do_carry
+
+    opts = Options(plugin, list(find_links) or None, torch_version, lock_index_url, no_index, verdict, reason)
+    result = do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        for step in result.steps:
+            click.echo(f"  {step.line()}")
+        for e in result.exported:
+            click.echo(f"  {e['status']:9} {e['name']}")
+        for problem in result.problems:
+            click.echo(problem, err=True)
+        click.echo(
+            f"{result.base}: carried"
+            + (f" (ported from {result.source})" if result.source else "")
+            + (f"; {len(result.problems)} lint/style problem(s) in its queue" if result.problems else "")
+            + f"; next: make test BASE={result.base}"
+        )
+    if result.problems:
+        sys.exit(EXIT_LINT)
+
+
+COMMANDS = [carried, seam_table, lock_cpu, retire, carry]

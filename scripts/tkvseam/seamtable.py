@@ -336,7 +336,7 @@ def write(bases_file: Path, table: SeamTable, existing: SeamPins | None, force: 
 
     A different existing table is refused (a human may have extended it) unless ``force``.
     """
-    if existing is not None and _has_table(existing):
+    if existing is not None and has_table(existing):
         if existing == table.pins():
             table.status = "unchanged"
             return table.status
@@ -354,10 +354,10 @@ def write(bases_file: Path, table: SeamTable, existing: SeamPins | None, force: 
 
 def differs(existing: SeamPins, table: SeamTable) -> bool:
     """True when the base has a .seam table and it holds other values than ``table``."""
-    return _has_table(existing) and existing != table.pins()
+    return has_table(existing) and existing != table.pins()
 
 
-def _has_table(pins: SeamPins) -> bool:
+def has_table(pins: SeamPins) -> bool:
     return bool(pins.ruff or pins.plugin.requirement or pins.upstream_tests)
 
 

@@ -1,69 +1,27 @@
 """lock-cpu: a base's CPU lock resolved by uv against a local index of tiny fake wheels (no PyPI).
 
 The fake vllm 9.10.0 asks for torch==9.2.0 (not here: only 9.0.0+cpu and 9.1.0+cpu are, in a
-find-links directory standing for $PIP_FIND_LINKS) and torchvision, whose builds must stay out.
+find-links directory standing for $PIP_FIND_LINKS) and torchvision, whose builds must stay out
+(``carrying.make_wheels``).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from tkvseam.cpulock import uv_executable
 
-from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, make_releases
-
-
-def wheel(
-    directory: Path, name: str, version: str, requires: list[str] = (), tag: str = "py3-none-any"
-) -> Path:
-    """A minimal valid wheel: one module, METADATA with Requires-Dist, WHEEL and RECORD."""
-    dist = f"{name.replace('-', '_')}-{version}"
-    info = f"{dist}.dist-info"
-    files = {
-        f"{name.replace('-', '_')}_fake.py": "VALUE = 1\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\n"
-        f"Name: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n",
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
-    out = directory / f"{dist}-{tag}.whl"
-    with zipfile.ZipFile(out, "w") as z:
-        for path, text in files.items():
-            z.writestr(path, text)
-    return out
+from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, make_releases, make_wheels, wheel
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> tuple[Path, Path]:
-    """(the index: a find-links directory of everything but torch; the CPU torch directory)."""
-    index, cpu = tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu-torch")
-    wheel(index, "vllm", NEW, ["torch==9.2.0", "torchvision==2.0.0", "helper>=1"])
-    wheel(index, "torch", "9.2.0", ["nvidia-stuff"])  # "PyPI's" CUDA build: never picked
-    wheel(index, "torchvision", "2.0.0", ["torch==9.2.0", "pillow-fake"])
-    wheel(index, "helper", "1.0")
-    wheel(index, "helper", "2.0")
-    wheel(index, "pytest", "9.1.0", ["pluggy-fake"])
-    wheel(index, "pluggy-fake", "1.0")
-    wheel(index, "tblib", "3.1.0")
-    wheel(index, "pytest-mock", "3.14.0")  # not pinned by the release: resolved unpinned
-    wheel(index, "pytest-asyncio", "1.4.0")
-    wheel(index, "pytest-timeout", "2.3.1")
-    for version in ("9.0.0+cpu", "9.1.0+cpu"):
-        wheel(cpu, "torch", version, ["filelock-fake"], tag="cp311-cp311-manylinux_2_28_x86_64")
-    wheel(index, "filelock-fake", "1.0")
-    return index, cpu
+    return make_wheels(tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu-torch"))
 
 
 @pytest.fixture(scope="module")

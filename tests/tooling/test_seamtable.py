@@ -63,14 +63,14 @@ def test_ruff_of_a_config_without_ruff_pre_commit_or_its_rev_is_an_error_naming_
 def test_seam_table_carries_the_older_base_over_and_lists_every_test_file(cproject):
     before = (cproject.root / "bases.toml").read_text()
     out = cproject.cli("seam-table", NEW_NAME).output
-    assert "ruff     0.15.1 (vllm-9.10.0.tar.gz:.pre-commit-config.yaml)" in out
+    assert "ruff     0.14.0 (vllm-9.10.0.tar.gz:.pre-commit-config.yaml)" in out  # v9.9.9 has 0.13.0
     assert f"plugin   turbo-attn==1.0.0 (1 hash(es)) ({OLD_NAME}'s pin)" in out
     assert "kept     tests/test_math.py" in out
     assert "moved    tests/test_moved.py -> tests/unit/test_moved.py" in out
     assert "dropped  tests/test_gone.py (not in the new sdist, no rename found)" in out
     assert f"{NEW_NAME}: .seam table written in bases.toml, from {OLD_NAME}'s" in out
     seam = load_bases(cproject.root / "bases.toml")[NEW_NAME].seam
-    assert seam.ruff == "0.15.1"
+    assert seam.ruff == "0.14.0"
     assert (seam.plugin.requirement, seam.plugin.hashes) == ("turbo-attn==1.0.0", (PLUGIN_HASH,))
     assert seam.upstream_tests == ("tests/test_math.py", "tests/unit/test_moved.py")
     after = (cproject.root / "bases.toml").read_text()

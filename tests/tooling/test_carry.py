@@ -1,0 +1,129 @@
+"""carry: a new release carried end to end on the synthetic upstream, with nothing else edited.
+
+v9.9.9 is carried (its two-patch queue, its lock, its .seam table); v9.10.0 ships. `carry
+9.10.0` pins it, writes its .seam table and CPU lock, starts the port from v9.9.9's queue and
+stops at the patch the test planted a conflict for (upstream rewrote sub()); the test
+resolves it, runs `carry 9.10.0` again, and the base is carried: lint, series and lane data
+present, and git sees changes only in its queue directory, bases.toml and its lock.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tkvseam import git
+from tkvseam.bases import load_bases
+from tkvseam.carried import carried_bases, footprint
+
+from .carrying import (
+    NEW,
+    NEW_NAME,
+    OLD_NAME,
+    carrying_project,
+    git_project,
+    make_releases,
+    make_wheels,
+    status,
+)
+from .test_apply import make_two_patches
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    return make_releases(tmp_path_factory.mktemp("upstream"))
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory):
+    return make_wheels(tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu-torch"))
+
+
+@pytest.fixture
+def cproject(tmp_path, releases, monkeypatch):
+    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+        make_two_patches(project)
+        git_project(project.root)
+        yield project
+
+
+def carry(project, wheels, *extra: str, expect: int = 0):
+    index, cpu = wheels
+    args = ["carry", NEW, "--no-index", "--find-links", str(index), "--find-links", str(cpu), *extra]
+    return project.cli(*args, expect=expect)
+
+
+def resolve_sub(tree) -> None:
+    """The planted stop: upstream's sub() and the patch's mul() both kept."""
+    path = tree / "vllm/engine/arg_utils.py"
+    text = path.read_text()
+    assert "<<<<<<<" in text or "def mul" not in text
+    resolved = (
+        "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return -(b - a)\n\n\n"
+        "def mul(a, b):\n    return a * b\n"
+    )
+    path.write_text(resolved)
+    git.run(tree, "add", "vllm/engine/arg_utils.py")
+
+
+def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queue(cproject, wheels):
+    root = cproject.root
+    first = carry(cproject, wheels, expect=12)
+    print("FIRST", first.output, first.stderr)
+    assert "port to v9.10.0 stopped at 0002-add-mul.patch" in first.stderr
+    assert f"make carry VERSION={NEW}` again (it continues the port)" in first.stderr
+    base = load_bases(root / "bases.toml")[NEW_NAME]
+    assert base.seam.ruff == "0.14.0" and base.seam.plugin.requirement == "turbo-attn==1.0.0"
+    assert base.seam.upstream_tests == ("tests/test_math.py", "tests/unit/test_moved.py")
+    assert "torch==9.1.0+cpu" in (root / base.cpu_lock).read_text()
+    lock_before = (root / base.cpu_lock).read_bytes()
+
+    tree = root / "build" / f"port-{NEW_NAME}"
+    resolve_sub(tree)
+    out = json.loads(carry(cproject, wheels, "--reason", "upstream rewrote sub()", "--json").output)
+    assert out["carried"] and out["source"] == OLD_NAME and out["problems"] == []
+    steps = {s["step"]: s["status"] for s in out["steps"]}
+    assert steps == {"pin": "pinned", "seam-table": "kept", "lock": "kept", "port": "finished"}
+    assert (root / base.cpu_lock).read_bytes() == lock_before  # the second run kept the first's lock
+
+    # the new base is carried: its queue lints, make test takes it from bases.toml
+    assert carried_bases(load_bases(root / "bases.toml"), root) == [OLD_NAME, NEW_NAME]
+    cproject.cli("lint", "--base", NEW_NAME)
+    fp = footprint(root, load_bases(root / "bases.toml")[NEW_NAME])
+    assert fp.slugs == ("cache-tweak", "add-mul")
+    assert fp.vllm_files == ("vllm/config/cache.py", "vllm/engine/arg_utils.py")
+    patch = (root / "patches" / NEW_NAME / "0002-add-mul.patch").read_text()
+    assert "Reason: upstream rewrote sub()" in patch
+    assert "0002-add-mul.patch" in (root / "patches" / NEW_NAME / "PORT.md").read_text()
+    # nothing outside its queue directory, its bases.toml entry and its lock
+    assert sorted(status(root)) == sorted(
+        [
+            " M bases.toml",
+            f"?? ci/lock-cpu-{NEW_NAME}.txt",
+            f"?? patches/{NEW_NAME}/0001-cache-tweak.patch",
+            f"?? patches/{NEW_NAME}/0002-add-mul.patch",
+            f"?? patches/{NEW_NAME}/PORT.md",
+            f"?? patches/{NEW_NAME}/series",
+        ]
+    )
+    diff = git.run(root, "diff", "--", "bases.toml").stdout.decode().splitlines()
+    assert not [line for line in diff if line.startswith("-") and not line.startswith("---")]  # only added
+    assert f'+["{NEW_NAME}".seam]' in diff
+
+    # and a third run has nothing left to do
+    before = status(root)
+    again = carry(cproject, wheels).output
+    print("THIRD", again)
+    assert f"port       carried: patches/{NEW_NAME}/series exists" in again
+    assert f"{NEW_NAME}: carried; next: make test BASE={NEW_NAME}" in again
+    assert status(root) == before
+
+
+def test_carry_refuses_a_release_no_carried_queue_is_older_than(cproject, wheels, releases):
+    err = cproject.cli("carry", "9.9.8", expect=1).stderr
+    assert "lists no sdist of vllm 9.9.8" in err
+    out = cproject.cli("carry", "9.9.9").output  # the top-level queue's own release: carried already
+    assert "carried: series exists" in out
+    err = cproject.cli("carry", "latest", expect=2).stderr
+    assert "'latest' is not a PEP 440 version" in err
