@@ -57,8 +57,7 @@ seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base
 
 carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (make carry VERSION=0.34.0; again after each stop)
 	@test -n "$(VERSION)" || { echo "usage: make carry VERSION=0.34.0" >&2; exit 2; }
-	$(TOOL) carry $(VERSION) $(if $(PLUGIN),--plugin '$(PLUGIN)',) $(if $(VERDICT),--verdict "$(VERDICT)",) \
-	    $(if $(REASON),--reason "$(REASON)",)
+	$(TOOL) carry $(VERSION)$(if $(PLUGIN), --plugin '$(PLUGIN)',)$(if $(VERDICT), --verdict "$(VERDICT)",)$(if $(REASON), --reason "$(REASON)",)
 
 retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/kept/; not v0.31.0)
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
