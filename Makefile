@@ -24,7 +24,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
-        seam-full seam-full-cuda upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
+        seam-full seam-full-cuda upstream plugin differential bench image standin port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows
 
 help: ## Show this help
@@ -118,8 +118,14 @@ overlay-restore: apply venv-vllm ## Put the pristine BASE files back into .venv-
 bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios
 	$(VENV)/bin/python bench/bench.py --base $(BASE)
 
-image: apply ## Build the overlay image (Docker engine; BASE_IMAGE=, STAND_IN=1, TURBO_ATTN= pass through)
-	$(TOOL) image --base $(BASE)
+# The image's variables reach the tool through the environment (never through a shell string):
+# BASE_IMAGE, STAND_IN=1, TURBO_ATTN (empty: no plugin), PUSH=1, REGISTRY, REPOSITORY, IMAGE_TAG,
+# IMAGE_SOURCE; make standin: INSTALLER=none.
+image: apply ## Build the overlay image (BASE_IMAGE= STAND_IN=1 TURBO_ATTN= PUSH=1 REGISTRY= REPOSITORY= IMAGE_TAG= IMAGE_SOURCE=)
+	$(TOOL) image --base $(BASE) $(if $(JSON),--json,)
+
+standin: apply ## Import a local stand-in of BASE's official image (no registry needed; INSTALLER=none: no uv)
+	$(TOOL) standin --base $(BASE) $(if $(JSON),--json,)
 
 # make port TO=v0.33.0 [REPORT=1] [JSON=1] [CONTINUE=1] [SKIP='<reason>'] [VERDICT=...] [REASON=...]
 #           [STATUS=1] [ABORT=1] [FINISH=1] [FORCE=1]   (README.md, "Forward-port")
