@@ -134,7 +134,8 @@ port: venv ## Forward-port BASE's queue onto TO: REPORT=1 one-shot report; else 
 	$(TOOL) port --base $(BASE) --to $(TO) $(PORT_MODE) $(if $(VERDICT),--verdict "$(VERDICT)",) \
 	    $(if $(REASON),--reason "$(REASON)",) $(if $(JSON),--json,) $(FORCE_FLAG)
 
-drift: venv ## Per patch: how its version on each base differs from the previous base's; the matrix
+# DIFF and BASE reach `drift --diff` through the environment; without BASE= every pair of bases.
+drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff
 	$(TOOL) drift $(if $(JSON),--json,)
 
 pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0)
