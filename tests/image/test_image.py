@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from docker.errors import ImageNotFound
 
 from tkvseam import git
 from tkvseam.bases import load_bases
@@ -174,6 +175,14 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, images):
         want = blob_sha(path, "HEAD" if p in patched else state.base_commit, p)
         assert hashes[p] == want, p
     assert sum(blob_sha(path, "HEAD", p) != blob_sha(path, state.base_commit, p) for p in patched) == n
+    # rebuilt under the same tag with other labels: the image it replaced (ours, now untagged) goes
+    res = image_cli("--base-image", images["uv"], "--stand-in", "--turbo-attn", "", "--tag", out["tag"],
+                    "--source", "https://example.invalid/other.git", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output + res.stderr
+    again = json.loads(res.stdout)
+    assert again["image_id"] != out["image_id"] and again["removed"] == [out["image_id"]]
+    with pytest.raises(ImageNotFound):
+        api.inspect_image(out["image_id"])
 
 
 def test_altered_base_file_fails_the_build_naming_it_and_leaves_no_dangling_image(api, tree, images):
@@ -244,6 +253,20 @@ def test_a_base_without_uv_or_pip_fails_in_the_installers_words(api, tree, image
     assert error.startswith(" image build failed: tkv-seam plugin: the base image has neither uv nor pip")
     assert "TURBO_ATTN=" in error  # the next step: build without the plugin
     assert dangling(api) == before  # the steps the failed build committed are gone
+
+
+def test_a_base_lacking_the_plugins_requirements_fails_naming_them(api, tree, images):
+    """--no-deps never fills a gap in the base: the build says what the plugin needs instead."""
+    site = VLLM_PATH.rsplit("/", 1)[0]
+    no_torch = images["variant"]("no-torch", f"RUN rm -r /{site}/torch-*.dist-info")
+    res = image_cli("--base-image", no_torch, "--stand-in")
+    assert res.exit_code == 7, res.output + res.stderr
+    error = res.stderr.split("Error:", 1)[1]
+    assert (
+        f"tkv-seam plugin: {PINS.seam.plugin.requirement} needs torch>=2.1, which the base image does not carry"
+        in error
+    )
+    assert "carries the plugin's requirements" in error  # next: the official image, or no plugin
 
 
 def _free_port() -> int:
