@@ -86,6 +86,15 @@ class ImageResult:
         return {**asdict(self), "added_bytes": self.added_bytes, "run": self.run_hint}
 
 
+def engine_errors() -> tuple[type[BaseException], ...]:
+    """What a lost or failing engine raises through the SDK (a broken stream is urllib3's own)."""
+    from docker.errors import DockerException
+    from requests.exceptions import RequestException
+    from urllib3.exceptions import HTTPError
+
+    return DockerException, RequestException, HTTPError
+
+
 def client():
     """A docker API client, or one clear DockerError when no engine answers."""
     import docker
@@ -131,7 +140,7 @@ def parse_reference(ref: str) -> tuple[str, str]:
     if why:
         raise UsageError(
             f"image reference {ref!r}: {why}",
-            hint="make image REGISTRY=127.0.0.1:5000 REPOSITORY=tkv-seam/vllm-openai  (or TAG=<repository>:<tag>)",
+            hint="make image REGISTRY=127.0.0.1:5000 REPOSITORY=tkv-seam/vllm-openai  (or IMAGE_TAG=<repository>:<tag>)",
         )
     return name, tag
 
@@ -375,10 +384,8 @@ def build(
     (``name==version [--hash=sha256:…]``). ``tag`` names the whole reference; without it,
     ``[registry/]repository:<tag_name>``.
     """
-    from docker.errors import DockerException
-    from requests.exceptions import RequestException
-
     from .bases import default_cache_dir
+    from .lock import locked
 
     pin = base.seam.plugin
     text = pin.requirement if turbo_attn is None else turbo_attn.strip()
@@ -392,6 +399,7 @@ def build(
         parse_reference(tag)
     else:
         parse_reference(f"{registry.rstrip('/')}/{repository}:x" if registry else f"{repository}:x")
+    check_tree(tree, base)
     api = client()
     if not base_image:
         from .standin import default_tag
@@ -399,23 +407,89 @@ def build(
         # Pinned by digest once bases.toml records the full index digest (only a prefix is known today).
         pinned = f"{base.image.name}@{base.image.digest}" if base.image.digest else base.image.name
         base_image = default_tag(base.name) if stand_in else pinned
-    revision, base_info, on_stand_in = check_base_image(api, base_image, base, stand_in)
+    try:
+        revision, base_info, on_stand_in = check_base_image(api, base_image, base, stand_in)
+    except engine_errors() as e:
+        raise DockerError(
+            f"the Docker engine failed on {base_image}: {e}",
+            hint="check the engine (its log; DOCKER_HOST), then run again",
+        ) from e
+    if tag is not None:
+        _check_own_tag(tag, on_stand_in, plugin, base)
     wheel = fetch_wheel(plugin, cache or default_cache_dir(), progress=progress) if plugin else None
     context = root / "build" / f"image-{base.name}"
-    manifest = stage_context(root, tree, context, base)
-    if plugin and wheel:
-        stage_plugin(context, plugin, wheel)
-    digest = manifest["series_digest"]
-    tag = tag or image_reference(base, digest, on_stand_in, plugin, registry, repository)
-    labels = image_labels(
-        base, base_image, base_info, revision, digest, plugin, on_stand_in, *provenance(root, source)
+    # One build of a base at a time: the context is staged afresh for each.
+    with locked(root / "build" / f".image-{base.name}.lock", f"the image context {context}", progress):
+        manifest = stage_context(root, tree, context, base)
+        if plugin and wheel:
+            stage_plugin(context, plugin, wheel)
+        digest = manifest["series_digest"]
+        tag = tag or image_reference(base, digest, on_stand_in, plugin, registry, repository)
+        labels = image_labels(
+            base, base_image, base_info, revision, digest, plugin, on_stand_in, *provenance(root, source)
+        )
+        if not labels[REVISION_LABEL]:
+            log("note: the project is not a git checkout: the image's tkv-seam commit label is empty")
+        image_id, removed, added = _run_build(api, context, tag, base_image, labels, base, log)
+    return ImageResult(
+        tag,
+        image_id,
+        base_image,
+        revision,
+        digest,
+        stand_in=on_stand_in,
+        plugin=plugin.requirement if plugin else "",
+        labels=labels,
+        added_layers=added,
+        removed=removed,
     )
-    if not labels[REVISION_LABEL]:
-        log("note: the project is not a git checkout: the image's tkv-seam commit label is empty")
+
+
+def check_tree(tree: Path, base: Base) -> None:
+    """The build tree is a tkv-seam tree of ``base`` (its overlay is what the image gets)."""
+    from .state import TreeState
+
+    state = TreeState.load(tree)
+    if state is None or state.base != base.name:
+        what = (
+            "is not a tree made by tkv-seam apply"
+            if state is None
+            else f"holds {state.base}, not {base.name}"
+        )
+        raise UsageError(f"{tree} {what}", hint=f"make apply BASE={base.name}")
+
+
+def _check_own_tag(tag: str, stand_in: bool, plugin: PluginSpec | None, base: Base) -> None:
+    """A tag given by hand still says what the image is not: ``standin``, ``noplugin``."""
+    lowered = tag.lower()
+    missing = [
+        word
+        for word, needed in (("standin", stand_in), ("noplugin", plugin is None))
+        if needed and word not in lowered.replace("-", "")
+    ]
+    if missing:
+        raise UsageError(
+            f"tag {tag!r} could pass for the real image: it is "
+            + " and ".join(
+                {"standin": "built on a stand-in", "noplugin": "without the plugin"}[w] for w in missing
+            )
+            + f", so the tag must say {' and '.join(missing)}",
+            hint=f"IMAGE_TAG={tag}-{'-'.join(missing)}  (or leave IMAGE_TAG unset: make image BASE={base.name} ...)",
+        )
+
+
+def _run_build(api, context: Path, tag: str, base_image: str, labels: dict, base: Base, log):
+    """Build ``context`` as ``tag``: (image id, images of ours it untagged and removed, added layers).
+
+    However the build ends without an image (a failing step, a lost engine, Ctrl-C), the
+    intermediate images its steps committed are removed.
+    """
+    errors = engine_errors()
+    stream = _BuildLog(log)
+    before: set[str] | None = None
     try:
         before = set(api.images(filters={"dangling": True}, quiet=True))
         previous = _image_id(api, tag)
-        stream = _BuildLog(log)
         image_id, error, code = None, None, None
         for chunk in api.build(
             path=str(context),
@@ -435,34 +509,29 @@ def build(
                 error = chunk["error"].strip()
                 code = (chunk.get("errorDetail") or {}).get("code")
         if error or not image_id:
-            _remove_dangling(api, stream.made, before)
             raise _build_failed(error, code, stream, base, context)
         removed = _drop_replaced(api, previous, image_id)
         # History is newest first; the entries above the base's own are the Dockerfile's steps.
         history = api.history(image_id)
         ours = history[: len(history) - len(api.history(base_image))]
-    except (DockerException, RequestException) as e:
-        raise DockerError(
-            f"the Docker engine failed during the build of {tag}: {e}",
-            hint=f"check the engine (its log; DOCKER_HOST), then make image BASE={base.name} again",
-        ) from e
+    except BaseException as e:
+        if before is not None:
+            try:
+                _remove_dangling(api, stream.made, before)
+            except errors:
+                pass  # the engine is gone: nothing can be removed now
+        if isinstance(e, errors):
+            raise DockerError(
+                f"the Docker engine failed during the build of {tag}: {e}",
+                hint=f"check the engine (its log; DOCKER_HOST), then make image BASE={base.name} again",
+            ) from e
+        raise
     added = [
         {"created_by": h.get("CreatedBy", "")[-120:], "size": h.get("Size", 0)}
         for h in ours
         if h.get("Size", 0) > 0
     ]
-    return ImageResult(
-        tag,
-        image_id,
-        base_image,
-        revision,
-        digest,
-        stand_in=on_stand_in,
-        plugin=plugin.requirement if plugin else "",
-        labels=labels,
-        added_layers=added,
-        removed=removed,
-    )
+    return image_id, removed, added
 
 
 def _image_id(api, ref: str) -> str | None:
@@ -507,9 +576,6 @@ def _build_failed(
 
 def push(api, reference: str, log: Callable[[str], None] = print, progress: Progress = QUIET) -> dict:
     """Push ``reference`` through the engine; per-layer progress; the pushed manifest's digest."""
-    from docker.errors import DockerException
-    from requests.exceptions import RequestException
-
     repository, tag = parse_reference(reference)
     if not registry_of(repository):
         raise UsageError(
@@ -525,7 +591,8 @@ def push(api, reference: str, log: Callable[[str], None] = print, progress: Prog
                 raise DockerError(
                     f"push of {reference} failed: {chunk['error'].strip()}",
                     hint=f"check that {registry_of(repository)} is reachable and you may push to it "
-                    f"(docker login {registry_of(repository)}), then push again",
+                    f"(docker login {registry_of(repository)}), then run the same make image … PUSH=1 again "
+                    "(the build comes from the cache)",
                 )
             aux = chunk.get("aux") or {}
             if "Digest" in aux:
@@ -547,10 +614,10 @@ def push(api, reference: str, log: Callable[[str], None] = print, progress: Prog
         if sizes:
             total = sum(size for _, size in sizes.values())
             progress.bytes(f"push {len(sizes)} layer(s)", total, total)
-    except (DockerException, RequestException) as e:
+    except engine_errors() as e:
         raise DockerError(
             f"the Docker engine failed while pushing {reference}: {e}",
-            hint="check the engine and the registry, then push again",
+            hint="check the engine and the registry, then run the same make image … PUSH=1 again",
         ) from e
     if not pushed.get("Digest"):
         raise DockerError(f"push of {reference}: the engine reported no digest", hint="push again")

@@ -161,7 +161,9 @@ def render(diff: PatchDiff) -> str:
     width = max(len(s.name) for s in diff.sections)
     for s in diff.sections:
         what = s.status + (f" ({', '.join(s.changed)})" if s.changed else "")
-        what += {"added": f" (only in {diff.new_base})", "dropped": f" (only in {diff.old_base})"}.get(s.status, "")
+        what += {"added": f" (only in {diff.new_base})", "dropped": f" (only in {diff.old_base})"}.get(
+            s.status, ""
+        )
         if s.diff and s.name != HEADER and s.status not in ("added", "dropped"):
             plus = sum(1 for x in s.diff[2:] if x.startswith("+"))
             minus = sum(1 for x in s.diff[2:] if x.startswith("-"))

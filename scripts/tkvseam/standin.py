@@ -167,7 +167,7 @@ def build_stand_in(
     ``packages``: name -> version of the metadata-only dist-infos to add; ``uv``: the
     binary to put in /usr/local/bin (None: neither uv nor pip in the image).
     """
-    from docker.errors import DockerException
+    from .image import engine_errors
 
     listing = git.out(tree, "ls-tree", "-r", "--name-only", base_commit, "vllm/").splitlines()
     paths = [p for p in listing if p.endswith(".py")]
@@ -203,7 +203,7 @@ def build_stand_in(
         try:
             api.import_image_from_file(str(out), repository=repository, tag=tag, changes=changes)
             return api.inspect_image(f"{repository}:{tag}")["Id"]
-        except DockerException as e:
+        except engine_errors() as e:
             raise DockerError(
                 f"the Docker engine refused the stand-in {repository}:{tag}: {e}",
                 hint="check the engine (its log; DOCKER_HOST), then run the command again",
@@ -229,9 +229,15 @@ def make_stand_in(
             hint=f"make standin BASE={base.name} INSTALLER=none",
         )
     repository, name = parse_reference(tag or default_tag(base.name, installer))
+    if "standin" not in f"{repository}:{name}".lower().replace("-", ""):
+        raise UsageError(
+            f"tag {tag!r} could pass for a real image: a stand-in's tag must say stand-in",
+            hint=f"make standin BASE={base.name}  (tags {default_tag(base.name, installer)})",
+        )
+    from .image import check_tree
+
+    check_tree(tree, base)
     state = load_state(tree)
-    if state.base != base.name:
-        raise UsageError(f"{tree} holds {state.base}, not {base.name}", hint=f"make apply BASE={base.name}")
     lock = root / base.cpu_lock
     packages = lock_pins(lock) if lock.exists() else {}
     uv = uv_binary() if installer == "uv" else None

@@ -148,9 +148,12 @@ def dangling(api) -> set[str]:
 
 def test_overlay_replaces_exactly_the_patched_files(api, tree, images):
     path, state = tree
-    res = image_cli(
-        "--base-image", images["uv"], "--stand-in", "--turbo-attn", "", "--tag", f"{TARGET}:test", "--json"
-    )
+    tag = f"{TARGET}:test"
+    res = image_cli("--base-image", images["uv"], "--stand-in", "--turbo-attn", "", "--tag", tag)
+    assert res.exit_code == 2 and "could pass for the real image" in res.stderr  # a tag by hand says so too
+    assert "Step 1/" not in res.output and not api.images(name=tag)
+    tag += "-noplugin-standin"
+    res = image_cli("--base-image", images["uv"], "--stand-in", "--turbo-attn", "", "--tag", tag, "--json")
     assert res.exit_code == 0, res.output + res.stderr
     out = json.loads(res.stdout)
     images["built"](out["tag"])
@@ -189,7 +192,15 @@ def test_altered_base_file_fails_the_build_naming_it_and_leaves_no_dangling_imag
     victim = overlay_paths(read_series(ROOT, PINS.queue, BASE).load())[3]
     altered = images["variant"]("altered", f"RUN echo '# altered' >> /{VLLM_PATH}/{victim[len('vllm/') :]}")
     before = dangling(api)
-    res = image_cli("--base-image", altered, "--stand-in", "--turbo-attn", "", "--tag", f"{TARGET}:altered")
+    res = image_cli(
+        "--base-image",
+        altered,
+        "--stand-in",
+        "--turbo-attn",
+        "",
+        "--tag",
+        f"{TARGET}:altered-noplugin-standin",
+    )
     assert res.exit_code == 7
     # the overlay's own words are the error, not the engine's "The command ... returned a non-zero code"
     assert (
@@ -197,7 +208,7 @@ def test_altered_base_file_fails_the_build_naming_it_and_leaves_no_dangling_imag
         in res.stderr
     )
     assert "returned a non-zero code" not in res.stderr.split("Error:", 1)[1]
-    assert not api.images(name=f"{TARGET}:altered")
+    assert not api.images(name=f"{TARGET}:altered-noplugin-standin")
     assert dangling(api) == before
 
 
