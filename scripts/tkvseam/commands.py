@@ -591,7 +591,7 @@ def standin(ctx: Context, base_name, tree, installer, tag, as_json):
     locked packages, uv (unless --installer none). Build on it with `make image STAND_IN=1`.
     """
     from .image import client
-    from .standin import make_stand_in
+    from .standin import default_tag, make_stand_in
 
     base = ctx.base(base_name, hint="make standin BASE={}")
     made = make_stand_in(
@@ -604,9 +604,9 @@ def standin(ctx: Context, base_name, tree, installer, tag, as_json):
         f"stand-in {made.tag} ({made.image_id[:19]}): {base.name}'s vllm/*.py, {made.packages} package "
         f"records, installer {made.installer}"
     )
-    click.echo(
-        f"next: make image BASE={base.name} STAND_IN=1" + ("" if installer == "uv" else " TURBO_ATTN=")
-    )
+    named = "" if made.tag == default_tag(base.name) else f" BASE_IMAGE={made.tag}"
+    plugin = "" if installer == "uv" else " TURBO_ATTN="
+    click.echo(f"next: make image BASE={base.name} STAND_IN=1{named}{plugin}")
 
 
 # --------------------------------------------------------------------------- drift
