@@ -107,3 +107,12 @@ def test_an_engine_lost_mid_build_is_exit_7_with_one_json_object(project, tmp_pa
     assert out["exit_code"] == 7 and out["error"].startswith("the Docker engine failed during the build of ")
     assert "Step 1/5 : ARG BASE_IMAGE" in res.stderr  # the log came as far as the engine sent it
     assert "Traceback" not in res.stderr
+
+
+def test_no_engine_at_all_is_exit_7_naming_where_it_looked(project, tmp_path, monkeypatch):
+    project.apply()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
+    res = project.cli("image", "--base", NAME, "--stand-in", "--turbo-attn", "", "--json", expect=7)
+    out = json.loads(res.stdout)
+    assert out["error"].startswith(f"no Docker engine reachable at unix://{tmp_path}/nothing.sock")
+    assert out["hint"].startswith("export DOCKER_HOST=")

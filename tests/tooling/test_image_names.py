@@ -207,7 +207,11 @@ def run(tmp_path, monkeypatch, *args):
             "either --tag or --registry",
         ),
         (["image", "--registry", "Bad Host", "--json"], 2, "image reference"),
-        (["image", "--turbo-attn", "", "--json"], 7, "no Docker engine reachable"),
+        (
+            ["image", "--turbo-attn", "", "--json"],
+            2,
+            "is not a tree made by tkv-seam apply",
+        ),  # before the engine
         (["standin", "--json"], 7, "no Docker engine reachable"),
     ],
 )
