@@ -2,7 +2,10 @@
 
 The library has one module per job; ``cli`` is a thin click layer over them:
 
-- ``bases``   known upstream bases, fetching and verifying their sources
+- ``bases``   known upstream bases (bases.toml, checked), fetching and verifying their sources
+- ``index``   the package index client (PEP 691 pages and downloads, bounded)
+- ``unpack``  an sdist checked member by member, then unpacked by the tool itself
+- ``outputs``  where the tool writes: output directories it made, no symlink on the way
 - ``series``  the ``series`` file and ``patches/`` directory
 - ``patch``   one patch file: header fields, diff, path safety, exact replay
 - ``apply``   build the patched git work tree (strict, atomic)

@@ -7,6 +7,7 @@ Errors are not handled here: the top group (``cli.SeamGroup``) maps them once.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def bases(ctx: Context, as_json):
     """List the known bases and their pins."""
     from .bases import load_bases
 
-    known = load_bases(ctx.bases_file)
+    known = load_bases(ctx.bases_file, ctx.root)
     if as_json:
         emit_json(
             {
@@ -197,30 +198,52 @@ def overlay_files(ctx: Context, base_name, as_json):
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Stage directory [default: build/overlay-<base>].",
+    help="Stage directory, new or a previous stage [default: build/overlay-<base>].",
 )
+@json_option
 @pass_ctx
-def overlay_stage(ctx: Context, base_name, tree, commit, out):
-    """Write manifest.json + overlay/vllm/... (+ the installer) for one commit."""
-    from .overlay import queue_overlay_paths, stage
+def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
+    """Write manifest.json + overlay/vllm/... (+ the installer) for one commit.
+
+    --out is created, or must be a previous stage tkv-seam wrote and nobody changed
+    since; any other directory is refused (exit 5) and left as it is.
+    """
+    from .overlay import queue_overlay_paths, stage_locked
 
     out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
-    manifest = stage(
-        ctx.tree(tree, base_name), queue_overlay_paths(ctx.root, ctx.base(base_name)), out, commit
-    )
+    paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
+    manifest = stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress)
+    if as_json:
+        emit_json({"out": str(out), **manifest})
+        return
     changed = sum(f["pristine_sha256"] != f["patched_sha256"] for f in manifest["files"])
     click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
 
 
-def _install(ctx: Context, base_name, tree, python, commit_of):
-    from .overlay import install_into_venv, queue_overlay_paths, stage
+def _install(ctx: Context, base_name, tree, python, commit_of, as_json, rerun):
+    from .overlay import install_commit, queue_overlay_paths
     from .state import load_state
 
     tree_path = ctx.tree(tree, base_name)
     commit = commit_of(load_state(tree_path))
-    out = ctx.root / "build" / "overlay-venv"
-    stage(tree_path, queue_overlay_paths(ctx.root, ctx.base(base_name)), out, commit)
-    click.echo(install_into_venv(ctx.venv_python(python, base_name), out).rstrip())
+    venv_python = ctx.venv_python(python, base_name)
+    own_venv = venv_python == ctx.venv_python(None, base_name)
+    if python is not None:
+        rerun += f" --python {shlex.quote(str(venv_python))}"
+    done = install_commit(
+        tree_path,
+        queue_overlay_paths(ctx.root, ctx.base(base_name)),
+        ctx.root / "build" / "overlay-venv",
+        commit,
+        venv_python,
+        own_venv,
+        f"{TOOL} {rerun} --base {base_name}",
+        ctx.progress,
+    )
+    if as_json:
+        emit_json(done.to_json())
+    else:
+        click.echo(done.output.rstrip())
 
 
 @overlay.command("install")
@@ -228,20 +251,26 @@ def _install(ctx: Context, base_name, tree, python, commit_of):
 @tree_option
 @python_option
 @click.option("--commit", default="HEAD", show_default=True, help="Commit of the build tree to install.")
+@json_option
 @pass_ctx
-def overlay_install(ctx: Context, base_name, tree, python, commit):
-    """Install the overlay of a commit into the venv (each file checked pristine first)."""
-    _install(ctx, base_name, tree, python, lambda state: commit)
+def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
+    """Install the overlay of a commit into the venv (each file checked pristine first).
+
+    --python may name any venv holding the base's stock vLLM (your own); a venv that
+    already holds an overlay is told so, and restore puts its pristine files back.
+    """
+    _install(ctx, base_name, tree, python, lambda state: commit, as_json, "overlay install")
 
 
 @overlay.command("restore")
 @base_option
 @tree_option
 @python_option
+@json_option
 @pass_ctx
-def overlay_restore(ctx: Context, base_name, tree, python):
+def overlay_restore(ctx: Context, base_name, tree, python, as_json):
     """Put the pristine base files back into the venv."""
-    _install(ctx, base_name, tree, python, lambda state: state.base_commit)
+    _install(ctx, base_name, tree, python, lambda state: state.base_commit, as_json, "overlay restore")
 
 
 # --------------------------------------------------------------------------- seam tests
@@ -638,7 +667,7 @@ def drift(click_ctx: click.Context, slug, base_name, as_json):
     from .drift import matrix
 
     ctx = click_ctx.find_object(Context)
-    bases = load_bases(ctx.bases_file)
+    bases = load_bases(ctx.bases_file, ctx.root)
     if slug:
         from .interdiff import patch_drift, render
 

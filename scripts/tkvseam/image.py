@@ -23,7 +23,8 @@ from typing import Callable
 from . import __version__, git
 from .bases import Base
 from .errors import DockerError, UsageError
-from .overlay import queue_overlay_paths, stage
+from .outputs import seal_output_dir
+from .overlay import queue_overlay_paths, replace_context_dir, stage
 from .progress import QUIET, Progress
 from .wheel import PluginSpec, fetch_wheel, plugin_spec
 
@@ -256,9 +257,7 @@ def image_labels(
 
 def stage_context(root: Path, tree: Path, dest: Path, base: Base) -> dict:
     """Dockerfile + tkv-seam/{manifest.json, overlay/, overlay_install.py} in ``dest``."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    replace_context_dir(dest)  # created, or a previous context emptied; anything else refused
     shutil.copyfile(root / "Dockerfile", dest / "Dockerfile")
     return stage(tree, queue_overlay_paths(root, base), dest / "tkv-seam")
 
@@ -270,6 +269,7 @@ def stage_plugin(context: Path, spec: PluginSpec, wheel: Path) -> None:
     (out / "requirements.txt").write_text(spec.requirements_txt())
     shutil.copyfile(wheel, out / wheel.name)
     shutil.copyfile(PLUGIN_INSTALLER, context / "tkv-seam" / "plugin_install.py")
+    seal_output_dir(context / "tkv-seam")  # the stage's record covers the plugin's files too
 
 
 def check_base_image(api, image: str, base: Base, stand_in: bool) -> tuple[str, dict, bool]:

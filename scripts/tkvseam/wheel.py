@@ -9,17 +9,16 @@ JSON), chosen by its pinned hash, kept in ``<cache>/wheels/`` and checked again 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import os
 import re
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from .bases import Plugin, _urlopen, default_index_url, lock_file, simple_listing
+from . import index
+from .bases import Plugin, lock_file
 from .errors import NetworkError, UsageError, VerifyError
 from .lock import locked
 from .progress import QUIET, Progress
@@ -104,43 +103,35 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _choose(spec: PluginSpec, listing: dict, url: str) -> dict:
-    """The listing's wheel of ``spec`` whose sha256 is one of the pinned hashes."""
+def _choose(spec: PluginSpec, page: index.Listing) -> index.IndexFile:
+    """The page's wheel of ``spec`` whose sha256 is one of the pinned hashes."""
     wanted = {h.split(":", 1)[1] for h in spec.hashes}
     seen = []
-    for entry in listing.get("files", []) if isinstance(listing, dict) else []:
-        if not isinstance(entry, dict) or not str(entry.get("filename", "")).endswith(".whl"):
-            continue
+    for entry in page.files:
         try:
-            name, version, _, _ = parse_wheel_filename(entry["filename"])
-        except (InvalidWheelFilename, KeyError):
+            name, version, _, _ = parse_wheel_filename(entry.filename)
+        except InvalidWheelFilename:
             continue
-        if name != spec.name or str(version) != spec.version:
+        if name != spec.name or str(version) != spec.version or "/" in entry.filename:
             continue
-        hashes = entry.get("hashes") if isinstance(entry.get("hashes"), dict) else {}
-        seen.append(entry["filename"])
-        if hashes.get("sha256") in wanted and isinstance(entry.get("url"), str):
+        seen.append(entry.filename)
+        if entry.sha256 in wanted:
+            entry = entry.usable()
+            if entry.size is None:
+                raise VerifyError(
+                    f"the index's entry for {entry.filename} has no size: the download cannot be bounded",
+                    hint="use an index that lists file sizes (PEP 700; PyPI does)",
+                )
             return entry
     if seen:
         raise VerifyError(
-            f"{url}: no wheel of {spec.requirement} has a pinned hash (index lists {', '.join(seen)})",
+            f"{page.url}: no wheel of {spec.requirement} has a pinned hash (index lists {', '.join(seen)})",
             hint="check the plugin pin's hashes in bases.toml against the release",
         )
     raise NetworkError(
-        f"{url} lists no wheel of {spec.requirement}",
+        f"{page.url} lists no wheel of {spec.requirement}",
         hint="check the plugin pin in bases.toml (the image installs a wheel, never an sdist)",
     )
-
-
-def _read(resp, url: str, fetched: int) -> bytes:
-    """One chunk of the download; a broken connection is a network error (a full disk is not)."""
-    try:
-        return resp.read(1 << 20)
-    except (http.client.HTTPException, OSError) as e:
-        raise NetworkError(
-            f"download of {url} failed after {fetched} bytes: {e}; nothing was kept",
-            hint="run the command again to download it afresh",
-        ) from e
 
 
 def fetch_wheel(
@@ -157,28 +148,24 @@ def fetch_wheel(
                 name, version, _, _ = parse_wheel_filename(have.name)
             except InvalidWheelFilename:
                 continue
-            if name == spec.name and str(version) == spec.version and _sha256(have) in wanted:
+            if (
+                name == spec.name
+                and str(version) == spec.version
+                and have.is_file()
+                and _sha256(have) in wanted
+            ):
                 progress.step(f"verified cached {have.name}")
                 return have
-        url, listing = simple_listing(spec.name, index_url or default_index_url())
-        entry = _choose(spec, listing, url)
-        filename = Path(entry["filename"]).name  # never a path from the index
-        wheel_url = urllib.parse.urljoin(url, entry["url"])
+        entry = _choose(spec, index.listing(spec.name, index_url or index.default_index_url()))
         folder.mkdir(parents=True, exist_ok=True)
-        dest, part = folder / filename, folder / f"{filename}.part"
-        size = entry.get("size") if isinstance(entry.get("size"), int) else 0
-        progress.step(f"download {filename}" + (f" ({size / 1e6:.1f} MB)" if size else ""))
-        fetched = 0
+        dest, part = folder / entry.filename, folder / f"{entry.filename}.part"
+        progress.step(f"download {entry.filename} ({entry.size / 1e6:.1f} MB)")
         try:
-            with _urlopen(wheel_url, wheel_url) as resp, open(part, "wb") as f:
-                while chunk := _read(resp, wheel_url, fetched):
-                    f.write(chunk)
-                    fetched += len(chunk)
-                    progress.bytes(filename, fetched, size or fetched)
+            index.download(entry.url, part, entry.size, entry.filename, progress=progress)
             have = _sha256(part)
             if have not in wanted:
                 raise VerifyError(
-                    f"{wheel_url}: sha256 {have}, the pin of {spec.requirement} is {', '.join(spec.hashes)}; "
+                    f"{entry.url}: sha256 {have}, the pin of {spec.requirement} is {', '.join(spec.hashes)}; "
                     "the download was deleted",
                     hint="check that the index serves the pinned release (bases.toml), then run the command again",
                 )

@@ -218,7 +218,7 @@ def run(tmp_path, monkeypatch, *args):
 def test_usage_errors_come_before_the_engine_and_json_is_one_object(tmp_path, monkeypatch, args, code, words):
     (tmp_path / "bases.toml").write_text(
         '["v0.31.0"]\nversion = "0.31.0"\ncommit_prefixes = ["db9527a46"]\n'
-        'sdist = { filename = "v.tar.gz", size = 1, sha256 = "00" }\n'
+        'sdist = { filename = "vllm-0.31.0.tar.gz", size = 1, sha256 = "' + "0" * 64 + '" }\n'
         'image = { name = "vllm/vllm-openai:v0.31.0", revision_prefix = "db9527a46873" }\n'
         '["v0.31.0".seam]\nplugin = { requirement = "turbo-attn==0.70.1", hashes = ["sha256:'
         + "ab" * 32

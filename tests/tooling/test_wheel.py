@@ -24,7 +24,7 @@ def index(monkeypatch):
     state = {"files": {f"/f/{WHEEL}": DATA}, "listing": None, "requests": []}
     state["listing"] = {
         "name": "turbo-attn",
-        "files": [{"filename": WHEEL, "url": f"/f/{WHEEL}", "hashes": {"sha256": SHA}}],
+        "files": [{"filename": WHEEL, "url": f"/f/{WHEEL}", "size": len(DATA), "hashes": {"sha256": SHA}}],
     }
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -65,7 +65,7 @@ def test_the_pinned_wheel_is_fetched_once_and_checked_on_every_use(index, tmp_pa
 
 
 def test_a_download_that_is_not_the_pinned_bytes_is_refused_and_not_kept(index, tmp_path):
-    other = b"something else\n"
+    other = b"something else!!!\n"[: len(DATA)].ljust(len(DATA), b"!")  # as long as the pinned file
     index["files"][f"/f/{WHEEL}"] = other  # the listing still claims the pinned hash
     with pytest.raises(VerifyError, match=f"sha256 {hashlib.sha256(other).hexdigest()}") as e:
         fetch_wheel(SPEC, tmp_path)
@@ -91,3 +91,10 @@ def test_a_release_without_a_wheel_of_the_pinned_hash_is_refused(index, tmp_path
     with pytest.raises(VerifyError, match="no wheel of turbo-attn==0.70.1 has a pinned hash"):
         fetch_wheel(SPEC, tmp_path)
     assert not (tmp_path / "wheels").exists() or list((tmp_path / "wheels").iterdir()) == []
+
+
+def test_an_entry_without_a_size_is_refused_before_downloading(index, tmp_path):
+    del index["listing"]["files"][0]["size"]
+    with pytest.raises(VerifyError, match="has no size"):
+        fetch_wheel(SPEC, tmp_path)
+    assert f"/f/{WHEEL}" not in index["requests"]
