@@ -85,7 +85,7 @@ test-tooling: venv ## The queue's own tests (synthetic bases, offline)
 test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am
 	BASE=$(BASE) $(VENV)/bin/python -m pytest -q tests/series
 
-test-image: apply ## The overlay image on a stand-in base (needs a Docker engine; CI starts one)
+test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both)
 	BASE=$(BASE) $(VENV)/bin/python -m pytest -q -rs tests/image
 
 test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores)
