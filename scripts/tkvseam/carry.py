@@ -29,7 +29,7 @@ from . import seamtable
 from .bases import Base, load_bases
 from .carried import carried_before
 from .cpulock import lock_cpu
-from .errors import PortStopped, SeamError
+from .errors import PortStopped, SeamError, UsageError
 from .pin import parse_release, pin
 from .progress import QUIET, Progress
 
@@ -104,6 +104,11 @@ def carry(
     if _queue_exists(root, base) and not session.in_progress():
         steps.append(Step("port", "carried", f"{base.queue.series} exists"))
         return CarryResult(base.name, "", True, steps)
+    if (opts.verdict or opts.reason) and not session.in_progress():
+        raise UsageError(
+            "--verdict/--reason are for a port stopped at a patch; none is in progress for " + base.name,
+            hint=f"make carry VERSION={base.version}   (the port starts; give them when it stops)",
+        )
     source = session.source() or carried_before(bases, root, base.version)
     if source is None:
         raise SeamError(

@@ -127,3 +127,9 @@ def test_carry_refuses_a_release_no_carried_queue_is_older_than(cproject, wheels
     assert "carried: series exists" in out
     err = cproject.cli("carry", "latest", expect=2).stderr
     assert "'latest' is not a PEP 440 version" in err
+
+
+def test_a_verdict_for_a_port_not_yet_stopped_is_a_usage_error(cproject, wheels):
+    err = carry(cproject, wheels, "--reason", "why", expect=2).stderr
+    assert "--verdict/--reason are for a port stopped at a patch" in err
+    assert not (cproject.root / "build" / f"port-{NEW_NAME}").exists()
