@@ -18,11 +18,12 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import git
 from .errors import NetworkError, SeamError, UsageError, VerifyError
+from .fsutil import atomic_write
 from .lock import locked
 from .progress import QUIET, Progress
 from .series import Queue
@@ -386,14 +387,29 @@ class BaseRepo:
     upstream_commit: str  # the upstream commit id (prefix) the source proved
 
 
-def _base_info(path: Path) -> dict | None:
-    info = path / ".git" / "tkv-seam-base.json"
-    if not info.exists():
-        info = path / "tkv-seam-base.json"  # bare mirror
-    try:
-        return json.loads(info.read_text())
-    except (OSError, ValueError):
-        return None
+@dataclass(frozen=True)
+class BaseRecord:
+    """What a pristine base repository of the cache was built from (its ``.git/tkv-seam-base.json``):
+    the sdist's sha256, the base commit and its tree id (checked on every use), the upstream commit."""
+
+    base: str
+    sha256: str
+    commit: str
+    tree: str
+    upstream_commit: str
+
+    FILE = "tkv-seam-base.json"
+
+    @classmethod
+    def load(cls, repo: Path) -> BaseRecord | None:
+        try:
+            data = json.loads((repo / ".git" / cls.FILE).read_text())
+            return cls(**{k: data[k] for k in ("base", "sha256", "commit", "tree", "upstream_commit")})
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def save(self, repo: Path) -> None:
+        atomic_write(repo / ".git" / self.FILE, json.dumps(asdict(self), indent=1))
 
 
 def _check_repo(repo: Path, commit: str, tree_id: str | None, full: bool) -> str | None:
@@ -403,18 +419,12 @@ def _check_repo(repo: Path, commit: str, tree_id: str | None, full: bool) -> str
     object it reaches is present (``fsck --connectivity-only``). ``full``: every object's
     content is hashed again (``git fsck``, a few seconds on vLLM; ``fetch`` does it).
     """
-    proc = git.run(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}", check=False)
-    if proc.returncode != 0:
+    tree = git.tree_of(repo, commit)
+    if tree is None:
         return f"the base commit {commit[:12]} cannot be read"
-    if tree_id and proc.stdout.decode().strip() != tree_id:
-        return f"the base commit's tree is {proc.stdout.decode().strip()[:12]}, recorded {tree_id[:12]}"
-    # --no-dangling: unreferenced objects are normal (old builds); only what the base reaches counts
-    args = ["fsck", "--no-dangling", "--no-progress"] + ([] if full else ["--connectivity-only"])
-    proc = git.run(repo, *args, commit, check=False)
-    if proc.returncode != 0:
-        lines = proc.stderr.decode(errors="replace").strip().splitlines() or ["git fsck failed"]
-        return lines[0]
-    return None
+    if tree_id and tree != tree_id:
+        return f"the base commit's tree is {tree[:12]}, recorded {tree_id[:12]}"
+    return git.fsck(repo, commit, full)
 
 
 def _interrupted_builds(bases_dir: Path, name: str) -> list[Path]:
@@ -444,11 +454,11 @@ def sdist_base_repo(
             progress.step(f"remove {leftover} (left by an interrupted build)")
             shutil.rmtree(leftover, ignore_errors=True)
         tarball, fetched = fetch_sdist(base, cache, index_url, progress)
-        info = _base_info(repo)
-        if info and info.get("sha256") == base.sdist.sha256:
-            problem = _check_repo(repo, info["commit"], info.get("tree"), full_check)
+        info = BaseRecord.load(repo)
+        if info and info.sha256 == base.sdist.sha256:
+            problem = _check_repo(repo, info.commit, info.tree, full_check)
             if problem is None:
-                return BaseRepo(repo, info["commit"], "sdist", info["upstream_commit"]), fetched
+                return BaseRepo(repo, info.commit, "sdist", info.upstream_commit), fetched
             progress.warn(f"the cached base {repo} is damaged ({problem}); rebuilding it from {tarball.name}")
         return _build_sdist_repo(base, tarball, repo, progress), fetched
 
@@ -467,14 +477,9 @@ def _build_sdist_repo(base: Base, tarball: Path, repo: Path, progress: Progress)
             f"vLLM {base.tag} ({upstream}) pristine base from {base.sdist.filename}\n",
             BASE_AUTHOR,
         )
-        info = {
-            "base": base.name,
-            "sha256": base.sdist.sha256,
-            "commit": commit,
-            "tree": git.out(tree, "rev-parse", f"{commit}^{{tree}}"),
-            "upstream_commit": upstream,
-        }
-        (tree / ".git" / "tkv-seam-base.json").write_text(json.dumps(info, indent=1))
+        BaseRecord(
+            base.name, base.sdist.sha256, commit, git.rev_parse(tree, f"{commit}^{{tree}}"), upstream
+        ).save(tree)
         if repo.exists():
             os.replace(repo, work / "old")  # removed with work below
         os.replace(tree, repo)
@@ -494,13 +499,13 @@ def git_base_repo(
             shutil.rmtree(leftover, ignore_errors=True)
         if mirror.exists():
             progress.step(f"fetch {base.tag} from {url}")
-            git.run(mirror, "fetch", "--quiet", "--tags", "--force", url)
+            git.fetch_tags(mirror, url)
         else:
             progress.step(f"clone {url}")
             mirror.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{slug}.clone-", dir=mirror.parent))
             try:
-                git.run(None, "clone", "--quiet", "--bare", url, str(tmp / "m.git"))
+                git.clone_bare(url, tmp / "m.git")
                 os.replace(tmp / "m.git", mirror)
             except SeamError as e:
                 raise NetworkError(
@@ -508,12 +513,9 @@ def git_base_repo(
                 ) from e
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-        proc = git.run(
-            mirror, "rev-parse", "--verify", "--quiet", f"refs/tags/{base.tag}^{{commit}}", check=False
-        )
-        if proc.returncode != 0:
+        commit = git.resolve(mirror, f"refs/tags/{base.tag}^{{commit}}")
+        if commit is None:
             raise VerifyError(f"{url} has no tag {base.tag}", hint=f"git ls-remote --tags {url}")
-        commit = proc.stdout.decode().strip()
         if not base.commit_matches(commit):
             raise VerifyError(
                 f"{url}: tag {base.tag} is commit {commit}, the pin is {base.commit_prefix}",

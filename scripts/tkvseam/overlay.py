@@ -16,7 +16,7 @@ from pathlib import Path
 from . import git
 from .errors import SeamError, VerifyError
 from .patch import Patch
-from .state import load_state
+from .seamtree import SeamTree
 
 PACKAGE_PREFIX = "vllm/"
 INSTALLER = Path(__file__).with_name("overlay_install.py")
@@ -46,14 +46,14 @@ def queue_overlay_paths(root: Path, base) -> list[str]:
 
 
 def _blob(tree: Path, commit: str, path: str) -> bytes:
-    return git.run(tree, "show", f"{commit}:{path}").stdout
+    return git.show_required(tree, commit, path)
 
 
 def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series_digest: str = "") -> dict:
     """Write manifest.json and overlay/ for ``commit`` of the build tree into ``dest``."""
-    state = load_state(tree)
+    state = SeamTree(tree).state()
     base_commit = state.base_commit
-    commit = git.out(tree, "rev-parse", commit)
+    commit = git.rev_parse(tree, commit)
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "overlay").mkdir(parents=True)

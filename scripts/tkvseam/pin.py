@@ -11,8 +11,6 @@ one that agrees leaves the file untouched.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from .bases import (
     simple_listing,
 )
 from .errors import EXIT_USAGE, SeamError, VerifyError
+from .fsutil import atomic_write
 from .progress import QUIET, Progress
 from .series import Queue
 
@@ -144,14 +143,7 @@ def _write_entry(bases_file: Path, base: Base) -> None:
     table.add("image", _inline(asdict(base.image)))
     table.add("queue", _inline({"series": base.queue.series, "patches": base.queue.patches}))
     doc.add(base.name, table)
-    fd, tmp = tempfile.mkstemp(prefix=f".{bases_file.name}.", dir=bases_file.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(tomlkit.dumps(doc))
-        os.replace(tmp, bases_file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(bases_file, tomlkit.dumps(doc))  # keeps the file's mode
 
 
 def pin(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SeamError
+from .fsutil import atomic_write
 from .patch import Patch, parse_file
 
 SERIES = "series"
@@ -178,7 +179,7 @@ def write_series(root: Path, names: list[str], queue: Queue = DEFAULT_QUEUE) -> 
     path = root / queue.series
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.exists() else ""
-    path.write_text(rewrite_series_text(old, names))
+    atomic_write(path, rewrite_series_text(old, names))
 
 
 def patch_filename(index: int, slug: str) -> str:

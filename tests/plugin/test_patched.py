@@ -17,10 +17,10 @@ marks bypass process-wide: it keeps a process of its own.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
+from ..conftest import BASE  # the base under test (the runner passes the environment through)
 from ._helpers import TKV_BACKEND_PATH, part, run_vllm_script, run_vllm_scripts, write_tiny_model
 
 TKV_SPECS = "tkv.integrations.vllm.specs"
@@ -30,9 +30,6 @@ TKV_FULL_SPEC = f"{TKV_SPECS}.TkvFullAttentionSpec"
 # its equal-byte control: K4V4 and K8V8 slots average to exactly one K8V4 slot.
 MIXED_BITS = [(4, 4), (8, 8), (4, 4), (8, 8)]
 CONTROL_BITS = (8, 4)
-
-# The base under test (the runner passes the environment through).
-BASE = os.environ.get("BASE") or "v0.31.0"
 
 # Scripts that check independent things run each part through ``attempt`` so one
 # failing part still reports the others.

@@ -20,9 +20,8 @@ from tkvseam.overlay import overlay_paths
 from tkvseam.bases import load_bases
 from tkvseam.series import read_series
 
-ROOT = Path(__file__).resolve().parents[2]
-BASE = os.environ.get("BASE", "v0.31.0")
-TREE = ROOT / "build" / f"vllm-{BASE}"
+from ..conftest import BASE, ROOT, TREE
+
 QUEUE = load_bases(ROOT / "bases.toml")[BASE].queue
 
 V031_VLLM_FILES = [

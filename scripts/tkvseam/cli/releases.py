@@ -1,4 +1,4 @@
-"""Subcommands ``pin`` and ``watch``: follow upstream releases. Bodies parse options and call the library."""
+"""The release commands ``pin`` and ``watch``: follow upstream releases. Bodies parse options and call the library."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .errors import EXIT_NEWER
+from ..errors import EXIT_NEWER
 from .options import Context, emit_json, json_option, pass_ctx
 
 
@@ -23,7 +23,7 @@ def pin(ctx: Context, version, yanked, as_json):
     entry, keeping the file's comments and other entries. An existing pin with other
     values is refused (exit 4, both values shown); an agreeing one is left as it is.
     """
-    from .pin import pin as do_pin
+    from ..pin import pin as do_pin
 
     result = do_pin(ctx.bases_file, version, ctx.cache, allow_yanked=yanked, progress=ctx.progress)
     if as_json:
@@ -59,7 +59,7 @@ def watch(ctx: Context, since, pre, yanked, report, write, as_json):
     11 when one does (the report, if asked, is written), another code when a report
     could not be made.
     """
-    from .watch import watch as do_watch
+    from ..watch import watch as do_watch
 
     if write and not report:
         raise click.UsageError("--write only makes sense with --report")
