@@ -9,7 +9,6 @@ BASE    ?= v0.31.0
 # (BASE on the command line or in the environment) checks that one base only.
 BASES   ?= v0.31.0 v0.32.0 v0.33.0
 TEST_BASES := $(if $(filter command line environment,$(origin BASE)),$(BASE),$(BASES))
-TO      ?= v0.32.0
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
 VENV    := .venv
@@ -121,12 +120,32 @@ bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stoc
 image: apply ## Build the overlay image (Docker engine; BASE_IMAGE=, STAND_IN=1, TURBO_ATTN= pass through)
 	$(TOOL) image --base $(BASE)
 
-# make port TO=v0.33.0 [REPORT=1] [JSON=1] [CONTINUE=1] [SKIP='<reason>'] [VERDICT=...] [REASON=...]
-#           [STATUS=1] [ABORT=1] [FINISH=1] [FORCE=1]   (README.md, "Forward-port")
-PORT_MODE := $(if $(REPORT),--report,)$(if $(CONTINUE),--continue,)$(if $(SKIP),--skip --reason "$(SKIP)",)$(if $(STATUS),--status,)$(if $(ABORT),--abort,)$(if $(FINISH),--finish,)
-port: venv ## Forward-port BASE's queue onto TO: REPORT=1 one-shot report; else start/CONTINUE=1/SKIP=why/ABORT=1
-	$(TOOL) port --base $(BASE) --to $(TO) $(PORT_MODE) $(if $(VERDICT),--verdict "$(VERDICT)",) \
-	    $(if $(REASON),--reason "$(REASON)",) $(if $(JSON),--json,) $(FORCE_FLAG)
+# make port VERB=<verb> TO=<base> [BASE=<base>] [REASON='...'] [VERDICT=...] [PORT_TREE=<dir>] [JSON=1] [FORCE=1]
+# One verb per run (README.md, "Forward-port"). The text a user gives (VERB, TO, BASE, REASON,
+# VERDICT, PORT_TREE) reaches the tool through the environment, taken with $(value): make expands
+# nothing in it and the shell runs nothing in it ("$$VAR" is never re-read as shell).
+PORT_VERBS := report start continue skip abort status finish
+unexport VERB TO REASON VERDICT PORT_TREE SKIP
+port: export TKV_PORT_VERB := $(value VERB)
+port: export TKV_PORT_TO := $(value TO)
+port: export TKV_PORT_BASE := $(value BASE)
+port: export TKV_PORT_REASON := $(value REASON)
+port: export TKV_PORT_VERDICT := $(value VERDICT)
+port: export TKV_PORT_TREE := $(value PORT_TREE)
+port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABORT FINISH,$(if $(value $(v)),$(v)=)))
+port: venv ## Forward-port BASE's queue onto TO, one VERB: report|start|continue|skip|abort|status|finish (REASON= VERDICT=)
+	@if [ -n "$$TKV_PORT_OLD" ]; then \
+	  echo "make port: $$TKV_PORT_OLD is gone: one verb per run, make port VERB=<$(PORT_VERBS)> TO=<base>" >&2; exit 2; fi; \
+	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) \
+	  echo "usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON='...'] [VERDICT=...] (got VERB='$$TKV_PORT_VERB')" >&2; exit 2;; esac; \
+	if [ -z "$$TKV_PORT_TO" ]; then echo "usage: make port VERB=$$TKV_PORT_VERB TO=<base>" >&2; exit 2; fi; \
+	set -- port "$$TKV_PORT_VERB" --to "$$TKV_PORT_TO"; \
+	case "$$TKV_PORT_VERB" in report|start) set -- "$$@" --base "$$TKV_PORT_BASE";; esac; \
+	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \
+	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \
+	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
+	echo "$(TOOL) $$*" >&2; \
+	exec $(TOOL) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 
 drift: venv ## Per patch: how its version on each base differs from the previous base's; the matrix
 	$(TOOL) drift $(if $(JSON),--json,)

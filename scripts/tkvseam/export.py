@@ -16,7 +16,7 @@ from .apply import inputs_digest
 from .bases import Base
 from .errors import TOOL, RefusedError, SeamError
 from .fsutil import atomic_write
-from .patch import Header, parse_text
+from .patch import Header, PatchFormatError, parse_text
 from .progress import QUIET, Progress
 from .seamtree import BASE_TAG, SeamTree
 from .series import Queue, Series, patch_filename, read_series, write_series
@@ -144,8 +144,11 @@ def write_queue(
     old = read_series(root, queue) if (root / queue.series).exists() else Series(root, [], queue)
     old_headers = {}
     for name in old.names:
-        if old.path(name).exists():
-            header = parse_text(old.path(name).read_text(), name).header
+        if old.path(name).is_file():
+            try:
+                header = parse_text(old.path(name).read_text(), name).header
+            except (PatchFormatError, UnicodeDecodeError):
+                continue  # not a patch (its bytes are kept by the caller's backup): no header to keep
             old_headers[header.slug] = header
     gone = [n for n in old.names if n not in texts and old.path(n).exists()]
     if gone and not force:

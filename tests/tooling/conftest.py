@@ -264,4 +264,4 @@ def message(slug: str, summary: str = "change things", description: str = "Chang
 
 
 # The port case (portcase.py): its releases and project, for every test_port*.py.
-from .portcase import port_releases, pproject  # noqa: E402, F401
+from .portcase import port_releases, pproject, pproject_once  # noqa: E402, F401

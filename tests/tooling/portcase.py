@@ -63,19 +63,31 @@ def port_releases(tmp_path_factory):
     return {NAME: make_release(top, VERSION, BASE_FILES), NEXT: make_release(top, NEXT_VERSION, NEXT_FILES)}
 
 
-@pytest.fixture
-def pproject(tmp_path, port_releases, monkeypatch):
-    root = tmp_path / "proj"
+def _port_project(top: Path, releases, monkeypatch):
+    root = top / "proj"
     (root / "patches").mkdir(parents=True)
     (root / "series").write_text("")
     (root / "bases.toml").write_text(
-        bases_toml(port_releases[NAME])
-        + bases_toml(port_releases[NEXT], name=NEXT, version=NEXT_VERSION, queue=f"patches/{NEXT}")
+        bases_toml(releases[NAME])
+        + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION, queue=f"patches/{NEXT}")
     )
-    with serve_index(port_releases, monkeypatch):
-        project = Project(root, tmp_path / "cache")
+    with serve_index(releases, monkeypatch):
+        project = Project(root, top / "cache")
         make_queue(project)
         yield project
+
+
+@pytest.fixture
+def pproject(tmp_path, port_releases, monkeypatch):
+    """The case's project: the queue made and refreshed on the old release, both served by an index."""
+    yield from _port_project(tmp_path, port_releases, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def pproject_once(tmp_path_factory, port_releases):
+    """The case's project, shared by a module's tests that only read it (the report)."""
+    with pytest.MonkeyPatch.context() as mp:
+        yield from _port_project(tmp_path_factory.mktemp("port-once"), port_releases, mp)
 
 
 def edit(project: Project, rel: str, old: str, new: str, msg: str) -> None:

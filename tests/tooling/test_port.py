@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 
 from tkvseam import git
@@ -60,6 +61,9 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
         "0007-seam-tests.patch",
     ]
     assert "Verdict: re-expressed" in (queue / names[0]).read_text()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in queue.iterdir()} == {0o666 & ~umask}  # not mkstemp's 0600
     assert "Test-depends-on: add-mul" in (queue / names[-1]).read_text()
     assert (
         "| 0006-register.patch | skipped | obsolete | upstream added register() itself |"

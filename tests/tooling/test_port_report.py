@@ -11,9 +11,9 @@ from .conftest import NAME
 from .portcase import NEXT, NEXT_FILES, hunks, report_json
 
 
-@pytest.fixture
-def report(pproject):
-    return report_json(pproject)
+@pytest.fixture(scope="module")
+def report(pproject_once):
+    return report_json(pproject_once)
 
 
 def test_report_dependency_aware_blocked_by(report):
@@ -42,7 +42,7 @@ def test_report_offset_and_fuzz_searched_over_the_whole_file(report):
 
 
 @pytest.mark.skipif(not shutil.which("patch"), reason="GNU patch not installed")
-def test_placement_agrees_with_gnu_patch(pproject, tmp_path):
+def test_placement_agrees_with_gnu_patch(pproject_once, tmp_path):
     """The same hunks through GNU patch --dry-run: same offset and fuzz."""
     target = tmp_path / "cache.py"
     target.write_text(NEXT_FILES["vllm/config/cache.py"])
@@ -50,7 +50,7 @@ def test_placement_agrees_with_gnu_patch(pproject, tmp_path):
         ("0002-use-mul.patch", "(offset 120 lines)"),
         ("0004-fuzz-far.patch", "with fuzz 1 (offset 120 lines)"),
     ):
-        text = (pproject.root / "patches" / name).read_text()
+        text = (pproject_once.root / "patches" / name).read_text()
         diff = text[text.index("diff --git") :]
         out = subprocess.run(
             ["patch", "--dry-run", str(target)], input=diff, capture_output=True, text=True
@@ -89,7 +89,7 @@ def test_report_failing_hunk_shows_the_upstream_change_and_new_lines(report):
     assert "+    return -(b - a)" in h["upstream"]["diff"] and h["upstream"]["new_lines"] == "3-6"
 
 
-def test_report_statuses_never_contradict_and_keep_nothing(pproject, report):
+def test_report_statuses_never_contradict_and_keep_nothing(pproject_once, report):
     for name, p in report.items():
         if name in ("summary", "table"):
             continue
@@ -98,8 +98,8 @@ def test_report_statuses_never_contradict_and_keep_nothing(pproject, report):
         if any(h["kind"] != "exact" for h in p["hunks"]):
             assert p["own"] != "exact", name
     assert report["summary"]["patches"] == 8 and report["summary"]["applied"] == 3
-    assert not (pproject.root / "build" / f"port-{NEXT}").exists()
-    assert [x.name for x in (pproject.root / "build").iterdir()] == [f"vllm-{NAME}"]
+    assert not (pproject_once.root / "build" / f"port-{NEXT}").exists()
+    assert [x.name for x in (pproject_once.root / "build").iterdir()] == [f"vllm-{NAME}"]
     assert "| file / hunk | what it does | verdict | reason | evidence |" in report["table"]
 
 
