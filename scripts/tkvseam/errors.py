@@ -9,7 +9,8 @@ Exit codes (also in README.md):
 3     a patch does not apply exactly (hunk needs fuzz or an offset, or fails)
 4     verification failed (sha256, size, commit id, pristine file, base image)
 5     refused to overwrite work (uncommitted edits, unrefreshed commits,
-      edited patch files)
+      edited patch files, a port in progress, a queue changed since its port
+      started, a tree given as a symlink)
 6     lint found problems
 7     Docker engine unreachable or image build failed
 8     network or download failure
@@ -19,7 +20,7 @@ Exit codes (also in README.md):
 11    watch: a vLLM release newer than the carried base exists (not a failure:
       a scheduled job notifies on it)
 12    port stopped, needs you: a patch did not apply onto the new base (resolve
-      and ``port --continue``, or ``--skip``); ``port --report``: some patch
+      and ``port continue``, or ``port skip``); ``port report``: some patch
       did not apply
 ====  ==========================================================================
 """

@@ -182,7 +182,7 @@ def pin(
         (commit,),
         sdist,
         Image(f"{OFFICIAL_IMAGE}:{name}", commit, "", ""),
-        queue=Queue.for_base(name),  # its own queue, made by `tkv-seam port --to <name>`
+        queue=Queue.for_base(name),  # its own queue, made by `tkv-seam port start --to <name>`
     )
     status = "unchanged"
     if existing:

@@ -241,7 +241,7 @@ def watch(
     if not carried:
         raise SeamError(
             f"no carried base: no base of {bases_file} has its queue yet",
-            hint="give a base of bases.toml its queue (`tkv-seam port --to <base>`), then watch again",
+            hint="give a base of bases.toml its queue (`make port VERB=start TO=<base>`), then watch again",
         )
     from_base = get_base(bases, carried[-1])
     since = since or from_base.name
