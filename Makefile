@@ -163,8 +163,9 @@ watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/
 	@rc=0; $(TOOL) watch $(WATCH_ARGS) || rc=$$?; \
 	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
 
-clean: ## Remove build/ (keeps the venvs and the download cache)
-	rm -rf build
+clean: ## Remove build/ but build/dropped/ (what the tool kept of trees it removed); keeps the venvs and the cache
+	@if [ -d build ]; then find build -mindepth 1 -maxdepth 1 ! -name dropped -exec rm -rf {} +; fi
+	@if [ -d build/dropped ]; then echo "make clean: kept build/dropped/ (rm -rf build/dropped to drop it)"; fi
 
 check-refresh: apply ## apply then refresh changes no byte of patches/ or series
 	$(TOOL) refresh --base $(BASE)

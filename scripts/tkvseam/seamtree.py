@@ -271,6 +271,15 @@ class SeamTree:
         keep.mkdir(parents=True)
         return keep
 
+    def kept_dir(self, name: str) -> Path:
+        """The dropped directory ``name`` (as ``dropped_dir`` made it)."""
+        return self.git_dir / DROPPED_DIR / name
+
+    @staticmethod
+    def read_kept(keep: Path) -> dict[str, bytes]:
+        """The files of a dropped directory: relative name -> bytes (what ``back_up`` wrote)."""
+        return {str(p.relative_to(keep)): p.read_bytes() for p in sorted(keep.rglob("*")) if p.is_file()}
+
     def keep_dropped(self, work: UserWork, reason: str) -> str:
         """Keep what is about to be dropped in a ref of the tree; return the ref name.
 
@@ -328,8 +337,15 @@ class SeamTree:
         bundle = dest_dir / f"{self.path.name}-{stamp()}.bundle"
         refs = [r for r in git.refs(self.path, "refs/") if not r.startswith("refs/remotes/")]
         git.bundle(self.path, bundle, refs + (["HEAD"] if git.branch(self.path) else []))
-        shutil.rmtree(self.path)
+        self.remove()
         return bundle
+
+    def remove(self) -> None:
+        """Remove the tree: renamed to a scratch name first, so a kill midway leaves a scratch tree
+        the next run's ``recover`` removes, never half a tree at the path."""
+        gone = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=self.path.parent))
+        os.replace(self.path, gone)
+        shutil.rmtree(gone, ignore_errors=True)
 
     # -- switching in place (apply) ------------------------------------------------
 

@@ -90,6 +90,7 @@ class PortProgress:
     finished: bool = False
     queue_digest: str = ""  # the target queue as the port found it (finish refuses another)
     committing: Committing | None = None
+    finishing: str | None = None  # finish started writing the queue: the name of its backup ("" if none)
 
     @property
     def todo(self) -> list[str]:

@@ -106,6 +106,19 @@ def test_abort_keeps_every_commit_staged_and_unstaged_change_in_a_bundle(pprojec
     assert "no port to" in port(pproject, "status", expect=1).stderr
 
 
+def test_abort_at_a_conflict_keeps_the_conflicted_files_as_they_are(pproject, tmp_path):
+    port(pproject, "start", expect=12)  # 0001 conflicts: unmerged index entries, markers in the file
+    tree = port_tree(pproject)
+    marked = (tree / "vllm/engine/arg_utils.py").read_bytes()
+    assert b"<<<<<<<" in marked and git.unmerged_paths(tree)
+    bundle = Path(json.loads(port(pproject, "abort", "--json").output)["bundle"])
+    back = tmp_path / "back"
+    subprocess.run(["git", "clone", "-q", str(bundle), str(back)], check=True)
+    git.fetch(back, bundle, "+refs/tkv-seam/*:refs/tkv-seam/*")
+    assert git.show(back, "refs/tkv-seam/kept/index", "vllm/engine/arg_utils.py") == marked
+    assert git.show(back, "refs/tkv-seam/kept/worktree", "vllm/engine/arg_utils.py") == marked
+
+
 def test_abort_through_a_symlinked_tree_is_refused_and_says_so(pproject):
     port(pproject, "start", expect=12)
     link = pproject.root / "build" / "link"
@@ -284,3 +297,45 @@ def test_refresh_of_an_unfinished_port_tree_names_the_port_not_apply(pproject):
     err = pproject.cli("refresh", "--base", NEXT, "--tree", str(port_tree(pproject)), expect=5).stderr
     assert "port to v9.10.0 in progress" in err and "port status --to v9.10.0" in err
     assert "make apply" not in err
+
+
+def test_a_finish_killed_while_writing_the_queue_is_taken_up_by_the_next(pproject, crash_at):
+    _git_project(pproject)
+    _stopped_at_0006(pproject)
+    port(pproject, "skip", "--reason", "upstream has register()")
+    queue = pproject.root / "patches" / NEXT
+    reviewed = {}
+    for p in sorted(queue.glob("000[1-3]-*.patch")):  # the reviewed queue words its descriptions its own way
+        reviewed[p.name] = p.read_text().replace("Changes things.", "Reviewed: changes things.")
+        p.write_text(reviewed[p.name])
+    git.commit(pproject.root, "the reviewed queue\n", "Seam Dev <dev@example.invalid>")
+    _stopped_at_0006(pproject)  # a port again, onto the base that has a reviewed queue
+    # killed as the second patch file is written: the queue half new, half reviewed
+    argv = pproject.argv("port", "skip", "--to", NEXT, "--reason", "upstream has register()")
+    crash_at("tkvseam.export.atomic_write", *argv, nth=2)
+    assert "Reviewed:" not in (queue / "0001-add-mul.patch").read_text()
+    assert "Reviewed:" in (queue / "0002-use-mul.patch").read_text()
+    res = port(pproject, "finish")  # no refusal of its own half-written queue
+    assert "the files it replaced are in" in res.output
+    backup = res.output.rsplit("the files it replaced are in ", 1)[1].split()[0]
+    for name, text in reviewed.items():  # what it replaced, as it was before the killed run began
+        assert open(f"{backup}/patches/{NEXT}/{name}").read() == text
+        assert "Reviewed:" not in (queue / name).read_text()
+    assert "lint: ok" not in res.stderr and "lint + style gate: ok" in res.output
+
+
+def test_continue_refuses_a_message_that_would_lose_the_header_before_committing(pproject):
+    port(pproject, "start", expect=12)
+    tree = port_tree(pproject)
+    resolve_0001(tree)
+    head = git.head(tree)
+    msg = tree / ".git" / "tkv-seam-port-msg"
+    text = msg.read_text()
+    msg.write_text(text.replace("Verdict: still needed\n", "Verdict: still needed\n\n"))  # the fields split
+    err = port(pproject, "continue", expect=5).stderr
+    assert "lost the header field(s) Verdict" in err and "next:" in err
+    msg.write_text(text.replace("add-mul: add mul()", "renamed: add mul()"))
+    assert "not the patch's slug 'add-mul'" in port(pproject, "continue", expect=5).stderr
+    assert git.head(tree) == head and git.staged_paths(tree)  # nothing committed, the resolution staged
+    msg.write_text(text)
+    assert "stopped at 0006-register.patch" in port(pproject, "continue", expect=12).stderr

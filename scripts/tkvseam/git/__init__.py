@@ -23,6 +23,7 @@ from .core import (
     TOOL,
     Commit,
     TreeEntry,
+    subject_of,
     run,
     out,
 )
@@ -163,6 +164,7 @@ __all__ = [
     "staged_paths",
     "status_paths",
     "status_porcelain",
+    "subject_of",
     "subjects",
     "switch_worktree",
     "tag",

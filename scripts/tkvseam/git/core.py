@@ -57,8 +57,12 @@ class Commit:
 
     @property
     def subject(self) -> str:
-        """git's ``%s``: the first paragraph of the message on one line."""
-        return " ".join(self.message.split("\n\n", 1)[0].split())
+        return subject_of(self.message)
+
+
+def subject_of(message: str) -> str:
+    """git's ``%s`` of a commit message: its first paragraph on one line."""
+    return " ".join(message.split("\n\n", 1)[0].split())
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,15 @@
 - ``analysis``: placement, obsolescence, status and draft verdict of each patch (``try_patch``);
 - ``report``: the one-shot report walk (``port report``);
 - ``render``: all port text (report, verdict table, PORT.md, stop, status);
-- ``session``: the resumable port, one method per verb (``PortSession``).
+- ``session``: the resumable port, one method per verb (``PortSession``);
+- ``finish``: writing the new base's queue (``port finish``), never over reviewed work by surprise.
 """
 
 from . import render
 from .model import APPLIED, Evidence, EvidenceKind, FileStatus, HunkNote, PatchReport, PatchStatus
 from .report import refuse_direction, report
-from .session import Aborted, Finished, PortSession, port_tree
+from .finish import Finished
+from .session import Aborted, PortSession, port_tree
 
 __all__ = [
     "APPLIED",

@@ -2,8 +2,7 @@
 
 Text is made only when rendering (``render``); nothing here, or in the code that decides,
 parses a sentence back. ``to_json`` gives the report's JSON (the shape ``port report
---json`` prints and ``build/drift/*.json`` holds); ``PatchReport.from_json`` reads back the
-report a stopped port keeps in its state.
+--json`` prints, ``build/drift/*.json`` holds and a stopped port keeps in its state).
 """
 
 from __future__ import annotations
@@ -135,34 +134,6 @@ class PatchReport:
         data = asdict(self)
         data["obsolete"] = self.obsolete  # the evidence as sentences ("evidence" has the kinds)
         return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> PatchReport:
-        hunks = [
-            HunkReport(
-                **{
-                    **h,
-                    "kind": PlacementKind(h.get("kind", "exact")),
-                    "note_kind": HunkNote(h.get("note_kind", "")),
-                    "upstream": UpstreamRegion(**h["upstream"]) if h.get("upstream") else None,
-                }
-            )
-            for h in data.get("hunks", [])
-        ]
-        files = [FileReport(**{**f, "status": FileStatus(f["status"])}) for f in data.get("files", [])]
-        evidence = [Evidence(EvidenceKind(e["kind"]), e["text"]) for e in data.get("evidence", [])]
-        keep = {
-            k: data[k]
-            for k in ("name", "slug", "summary", "conflicts", "blocked_by", "note", "verdict", "reason")
-        }
-        return cls(
-            **keep,
-            status=PatchStatus(data["status"]),
-            own=PatchStatus(data["own"]),
-            files=files,
-            hunks=hunks,
-            evidence=evidence,
-        )
 
 
 def is_test_file(path: str) -> bool:

@@ -29,25 +29,18 @@ from ..bases import Base, base_repo, default_cache_dir
 from ..commits import commit_series
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
 from ..export import (
-    VERDICTS,
-    Exported,
-    changed_files,
-    export_texts,
     queue_digest,
-    queue_edits,
-    queue_snapshot,
-    record_export,
-    write_queue,
 )
 from ..fsutil import atomic_write
-from ..patch import Header, Patch, parse_text
+from ..patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
 from ..progress import QUIET, Progress
 from ..seamtree import SeamTree, legacy_port_state
-from ..series import Queue, read_series
+from ..series import read_series
 from ..state import Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
 from .analysis import try_patch
+from .finish import Finished, finish_queue
 from .model import APPLIED, PatchReport, PatchStatus
-from .render import port_command, port_md, stop_hint, stop_message
+from .render import port_command, stop_hint, stop_message
 from .report import refuse_direction
 from .tree import PortTree
 
@@ -72,16 +65,6 @@ def one_line(value: str | None, option: str) -> str | None:
             hint=f"give {option} on one line; longer text goes in the patch's description",
         )
     return value.strip()
-
-
-@dataclass
-class Finished:
-    tree: Path
-    queue: Queue
-    state: TreeState
-    exported: list[Exported]
-    problems: list[str]
-    backup: Path | None = None  # the queue files finish replaced, as they were
 
 
 @dataclass
@@ -173,6 +156,7 @@ class PortSession:
                 message = set_trailer(message, "Verdict", verdict)
             if reason:
                 message = set_trailer(message, "Reason", reason)
+            self._check_message(patch, message, msg)
             p.committing = Committing(patch.name, DoneStatus.RESOLVED, self.seam.head())
             self._save(state)
             commit = git.commit_index(self.path, message, git.Person.parse(patch.header.author))
@@ -343,6 +327,28 @@ class PortSession:
             self.progress.warn(f"{len(left.dirty)} changed file(s) in {self.path} kept in {ref} before {why}")
             git.reset_clean(self.path, "HEAD")
 
+    def _check_message(self, patch: Patch, message: str, where: Path) -> None:
+        """Refuse (before anything is committed) a message whose export would lose the patch's
+        identity or header fields: its subject keeps the slug, its last paragraph the fields."""
+        fix = f"edit {where} (subject '<slug>: <summary>'; the fields one per line in the last paragraph)"
+        try:
+            header = _message_header(patch, message)
+        except PatchFormatError as e:
+            raise RefusedError(f"{where}: {e.message}", hint=f"{fix}, then `{self._cmd('continue')}`") from e
+        if header.slug != patch.header.slug:
+            raise RefusedError(
+                f"{where}: the subject starts with {header.slug!r}, not the patch's slug {patch.header.slug!r} "
+                "(the patch would be renamed)",
+                hint=f"{fix}, then `{self._cmd('continue')}`",
+            )
+        missing = [key for key in REQUIRED_TRAILERS if not header.get(key)]
+        if missing:
+            raise RefusedError(
+                f"{where}: the message lost the header field(s) {', '.join(missing)} (a blank line inside "
+                "the fields, or a field removed, ends them): the exported patch would fail lint",
+                hint=f"{fix}, then `{self._cmd('continue')}`",
+            )
+
     def _check_resolution(self, current: str) -> None:
         tree = self.path
         unmerged = self.tree.unmerged()
@@ -407,65 +413,7 @@ class PortSession:
             )
 
     def _finish(self, state: TreeState, force: bool) -> Finished:
-        """Write the new base's own queue from the port tree's commits; lint it and run the style gate.
-
-        Refuses (exit 5) to write over a queue that changed since the port started or that has
-        uncommitted edits, unless ``force``; the files it replaces are kept (``backup``).
-        """
-        from ..lint import lint
-        from ..stylecheck import stylecheck
-
-        p = state.port
-        left = len(p.series) - p.next
-        if p.current is not None or left:
-            raise RefusedError(
-                f"{left} patch(es) not yet ported" + (f" (stopped at {p.current})" if p.current else ""),
-                hint=f"{self._cmd('continue')} (or `{self._cmd('skip')} --reason '<why>'`)",
-            )
-        queue = self.to_base.queue
-        texts, order = export_texts(self.path, state.base_commit)
-        self._check_queue(p, force)
-        before = queue_snapshot(self.root, queue)
-        exported = write_queue(
-            self.root, queue, texts, order, force, again=f"{self._cmd('finish')} --force", verb="port finish"
-        )
-        atomic_write(self.root / queue.patches / VERDICTS, port_md(p.from_base, state.base, p))
-        replaced = changed_files(before, self.root)
-        backup = self.seam.back_up(replaced) if replaced else None
-        if backup:
-            self.progress.warn(
-                f"port finish replaced {len(replaced)} file(s) of {queue.patches}/; the old ones are in {backup}:\n"
-                + "\n".join(f"    {rel}" for rel in sorted(replaced))
-            )
-        record_export(self.path, state, self.to_base, self.root, order)
-        p.finished = True
-        p.queue_digest = queue_digest(self.root, queue)
-        self._save(state)
-        problems = [f"lint: {prob}" for prob in lint(self.root, queue)]
-        try:
-            problems += stylecheck(self.root, self.path, self.to_base, self.cache)
-        except SeamError as e:
-            problems.append(f"stylecheck: {e.message}")
-        return Finished(self.path, queue, state, exported, problems, backup)
-
-    def _check_queue(self, p: PortProgress, force: bool) -> None:
-        queue = self.to_base.queue
-        edits = queue_edits(self.root, queue)
-        changed = queue_digest(self.root, queue) != p.queue_digest
-        if not (edits or changed) or force:
-            return
-        why = []
-        if changed:
-            why.append(f"{queue.patches}/ changed since the port started (someone wrote it meanwhile)")
-        if edits:
-            why.append(
-                "it has uncommitted edits:\n" + "\n".join(f"    {st} {path}" for st, path in edits[:20])
-            )
-        raise RefusedError(
-            f"port finish would write over {self.to_base.name}'s queue, but " + "; and ".join(why),
-            hint=f"commit or move those edits, then `{self._cmd('finish')}`; or `{self._cmd('finish')} --force` "
-            "(keeps the files it replaces and lists them)",
-        )
+        return finish_queue(self, state, force)
 
 
 def set_trailer(message: str, key: str, value: str) -> str:
