@@ -10,7 +10,10 @@ One module per job; ``cli`` is a thin click layer over them (README.md, "How it 
 - ``state``     the one versioned state schema of those trees
 - ``commits``   a queue as commits made with plumbing only; the symlink guard
 - ``git``       (a package) the git gateway: one named function per git operation
-- ``bases``     known upstream bases, fetching and verifying their sources
+- ``bases``     known upstream bases (bases.toml, checked), fetching and verifying their sources
+- ``index``     the package index client (PEP 691 pages and downloads, bounded)
+- ``unpack``    an sdist checked member by member, then unpacked by the tool itself
+- ``outputs``   where the tool writes: output directories it made, no symlink on the way
 - ``series``    the ``series`` file and ``patches/`` directory
 - ``patch``     one patch file: header fields, diff, path safety, exact replay
 - ``lint``      consistency checks over series and patches

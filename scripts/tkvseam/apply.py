@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import git
-from .bases import Base, base_repo
+from .bases import Base
+from .baserepo import base_repo
 from .commits import CorruptObject, commit_series
 from .errors import TOOL, VerifyError
 from .patch import Patch

@@ -1,35 +1,27 @@
 """Known upstream bases and their sources: a verified PyPI sdist, or git.
 
-Both routes end in a *pristine base repository* in the cache: a git repo whose
+Both routes end in a *pristine base repository* in the cache (``baserepo``): a git repo whose
 base commit holds exactly the upstream v0.31.0 tree. ``apply`` clones it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
-import json
 import os
 import re
-import shutil
-import tarfile
-import tempfile
 import tomllib
-import urllib.error
-import urllib.parse
-import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import git
+from packaging.version import InvalidVersion, Version
+
+from . import index, unpack
 from .errors import NetworkError, SeamError, UsageError, VerifyError
-from .fsutil import atomic_write
-from .lock import locked
+from .index import default_index_url
+from .outputs import is_inside, symlink_on_the_way
 from .progress import QUIET, Progress
 from .series import Queue
 
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-BASE_AUTHOR = "vLLM upstream <base@tkv-seam.invalid>"
 _COMMIT_RE = re.compile(r"""^__commit_id__\s*=.*?['"]g?([0-9a-f]{7,40})['"]""", re.M)
 _VERSION_RE = re.compile(r"""^__version__\s*=.*?['"]([^'"]+)['"]""", re.M)
 
@@ -129,68 +121,190 @@ def lock_file(cache: Path, entry: str) -> Path:
     return cache / "locks" / f"{entry}.lock"
 
 
-def _base(name: str, entry: object, path: Path) -> Base:
-    if not isinstance(entry, dict):
+_BASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_PROJECT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+_PREFIX = re.compile(r"[0-9a-fA-F]{7,40}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_REQUIRED = object()
+
+
+class _Entry:
+    """Typed reads of one table of the bases file; every error names the file, base and key."""
+
+    def __init__(self, path: Path, name: str, data: dict, prefix: str = ""):
+        self.path, self.name, self.data, self.prefix = path, name, data, prefix
+
+    def fail(self, key: str, what: str, value: object = _REQUIRED) -> SeamError:
+        got = "it is missing" if value is _REQUIRED else f"not {value!r}"
+        return SeamError(
+            f"{self.path}: [{self.name}] {self.prefix}{key} must be {what}; {got}",
+            hint=f"fix {self.prefix}{key} in {self.path.name} (README.md, 'Base pins'; "
+            f"git diff -- {self.path.name} shows what changed)",
+        )
+
+    def get(self, key: str, kind: type, what: str, default: object = _REQUIRED):
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise self.fail(key, what)
+            return default
+        value = self.data[key]
+        if not isinstance(value, kind) or isinstance(value, bool):  # TOML's true is no number
+            raise self.fail(key, what, value)
+        return value
+
+    def text(
+        self, key: str, what: str = "a string", pattern: re.Pattern | None = None, default=_REQUIRED
+    ) -> str:
+        value = self.get(key, str, what, default)
+        if pattern is not None and not pattern.fullmatch(value):
+            raise self.fail(key, what, value)
+        return value
+
+    def strings(self, key: str, what: str, pattern: re.Pattern | None = None, default=_REQUIRED) -> tuple:
+        values = self.get(key, list, what, default)
+        if not all(isinstance(v, str) and (pattern is None or pattern.fullmatch(v)) for v in values):
+            raise self.fail(key, what, values)
+        return tuple(values)
+
+    def table(self, key: str, what: str, default=_REQUIRED) -> _Entry:
+        return _Entry(self.path, self.name, self.get(key, dict, what, default), f"{self.prefix}{key}.")
+
+
+def plain_sdist_name(filename: str) -> bool:
+    """A bare ``.tar.gz`` file name: it names a file in the cache, so no directory part."""
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.tar\.gz", filename)) and ".." not in filename
+
+
+def _base(name: str, data: object, path: Path) -> Base:
+    if not isinstance(data, dict):
         raise SeamError(
             f"{path}: {name!r} is not a table of pins", hint=f'see the ["v0.31.0"] table in {path}'
         )
-    try:
-        return Base(
-            name=name,
-            version=entry["version"],
-            tag=entry.get("tag", name),
-            commit_prefixes=tuple(p.lower() for p in entry["commit_prefixes"]),
-            sdist=Sdist(**entry["sdist"]),
-            image=Image(**entry["image"]),
-            project=entry.get("project", "vllm"),
-            queue=Queue(**entry["queue"]) if "queue" in entry else Queue.for_base(name),
-            seam=_seam_pins(entry.get("seam", {})),
+    if not _BASE_NAME.fullmatch(name) or ".." in name:
+        raise SeamError(
+            f"{path}: base name {name!r} must be letters, digits and . _ + - (it names directories)",
+            hint=f'rename the table in {path.name}, e.g. ["v0.34.0"]',
         )
-    except KeyError as e:
-        raise SeamError(
-            f"{path}: [{name}] lacks the {e.args[0]!r} field",
-            hint="add it (fields: version, commit_prefixes, sdist, image); see the README's 'Base pins'",
-        ) from e
-    except (TypeError, AttributeError) as e:
-        raise SeamError(
-            f"{path}: [{name}] is malformed: {e}",
-            hint="sdist = { filename, size, sha256 }, image = { name, revision_prefix }, "
-            'commit_prefixes = ["<hex>", ...]',
-        ) from e
-
-
-def load_bases(path: Path) -> dict[str, Base]:
-    """Read the bases data file (TOML, one table per base name)."""
+    e = _Entry(path, name, data)
+    version = e.text("version", 'a PEP 440 version such as "0.31.0"')
     try:
-        data = tomllib.loads(Path(path).read_bytes().decode("utf-8"))
+        Version(version)
+    except InvalidVersion:
+        raise e.fail("version", 'a PEP 440 version such as "0.31.0"', version) from None
+    prefixes = e.strings("commit_prefixes", "a non-empty list of 7-40 hex digits", _PREFIX)
+    if not prefixes:
+        raise e.fail("commit_prefixes", "a non-empty list of 7-40 hex digits", [])
+    sd = e.table("sdist", "a table { filename, size, sha256 }")
+    filename = sd.text("filename", "a file name ending in .tar.gz (no directory part)")
+    if not plain_sdist_name(filename):
+        raise sd.fail("filename", "a file name ending in .tar.gz (no directory part)", filename)
+    size = sd.get("size", int, "a number of bytes")
+    if size <= 0:
+        raise sd.fail("size", "a number of bytes", size)
+    sdist = Sdist(filename, size, sd.text("sha256", "64 lowercase hex digits", _SHA256))
+    im = e.table("image", "a table { name, revision_prefix }")
+    image = Image(
+        im.text("name", "an image reference"),
+        im.text("revision_prefix", "a string (hex prefix of the image's revision label)"),
+        im.text("index_digest_prefix", "a string", default=""),
+        im.text("digest", "a string", default=""),
+    )
+    queue = Queue.for_base(name)
+    if "queue" in data:
+        q = e.table("queue", "a table { series, patches }")
+        unknown = sorted(set(q.data) - {"series", "patches"})
+        if unknown:
+            raise q.fail(unknown[0], "absent (a queue has series and patches only)", q.data[unknown[0]])
+        queue = Queue(
+            q.text("series", "a path inside the project"), q.text("patches", "a path inside the project")
+        )
+    seam = e.table("seam", "a table", default={})
+    plugin = seam.table("plugin", "a table { requirement, hashes }", default={})
+    return Base(
+        name=name,
+        version=version,
+        tag=e.text("tag", "a string (the release tag)", default=name),
+        commit_prefixes=tuple(p.lower() for p in prefixes),
+        sdist=sdist,
+        image=image,
+        project=e.text("project", "a project name on the index", _PROJECT, default="vllm"),
+        queue=queue,
+        seam=SeamPins(
+            ruff=seam.text("ruff", "a ruff version", default=""),
+            plugin=Plugin(
+                plugin.text("requirement", "a requirement such as turbo-attn==0.70.1", default=""),
+                plugin.strings("hashes", "a list of sha256:<hex> strings", default=[]),
+            ),
+            upstream_tests=seam.strings("upstream_tests", "a list of test file paths", default=[]),
+        ),
+    )
+
+
+def load_bases(path: Path, root: Path | None = None) -> dict[str, Base]:
+    """Read the bases data file (TOML, one table per base name), every field checked.
+
+    ``root``: the project root the queue paths are relative to (default: the file's
+    directory); each queue must lie inside it, reached through no symlink, and be its
+    base's own.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SeamError(f"cannot read bases file {path}: {e}", hint=f"git checkout -- {path}") from e
+        hint = f"git diff -- {path}" if path.exists() else f"git checkout -- {path}"
+        raise SeamError(f"cannot read bases file {path}: {e}", hint=hint) from e
     bases = {name: _base(name, entry, path) for name, entry in data.items()}
-    _check_queues(bases, path)
+    _check_queues(bases, path, Path(root) if root is not None else path.parent)
     return bases
 
 
-def _check_queues(bases: dict[str, Base], path: Path) -> None:
-    """Each base's queue is its own: relative paths inside the project, no two bases sharing one."""
+def _queue_path(rel: str, name: str, path: Path, root: Path) -> str:
+    """``rel`` normalised (``./series`` is ``series``), refused unless it stays inside ``root``
+    through no symlink."""
+    where = f"{path}: queue of {name}: {rel!r}"
+    hint = f"give {name} a queue of its own inside the project, e.g. patches/{name}/ (README.md, 'One queue per base')"
+    pure = Path(rel)
+    norm = os.path.normpath(rel) if rel else ""
+    if pure.is_absolute() or ".." in pure.parts or norm in ("", ".") or ".git" in Path(norm).parts:
+        raise SeamError(f"{where} must be a path inside the project", hint=hint)
+    link = symlink_on_the_way(root, root / norm)
+    if link is not None:
+        raise SeamError(
+            f"{where} goes through the symlink {link} -> {os.readlink(link)}; a queue is never reached "
+            "through a symlink",
+            hint=f"replace {link.relative_to(root)} with a directory (or fix the queue path), then run again",
+        )
+    if not is_inside(root, root / norm):
+        raise SeamError(f"{where} resolves outside the project", hint=hint)
+    return norm
+
+
+def _check_queues(bases: dict[str, Base], path: Path, root: Path) -> None:
+    """Each base's queue is its own: paths inside the project (compared normalised, no symlink
+    on the way), no two bases sharing a series file or a patch directory, and no base's series
+    file among another base's patches."""
     owner: dict[str, str] = {}
+    dirs: dict[str, str] = {}
     for name, b in bases.items():
-        for rel in (b.queue.series, b.queue.patches):
-            parts = Path(rel).parts
-            if Path(rel).is_absolute() or ".." in parts or not parts:
-                raise SeamError(f"{path}: queue of {name}: {rel!r} must be a path inside the project")
-        for rel in {b.queue.series, b.queue.patches}:
-            if rel in owner:
-                raise SeamError(f"{path}: {name} and {owner[rel]} share the queue path {rel!r}")
-            owner[rel] = name
-
-
-def _seam_pins(entry: dict) -> SeamPins:
-    plugin = entry.get("plugin", {})
-    return SeamPins(
-        ruff=entry.get("ruff", ""),
-        plugin=Plugin(plugin.get("requirement", ""), tuple(plugin.get("hashes", ()))),
-        upstream_tests=tuple(entry.get("upstream_tests", ())),
-    )
+        series = _queue_path(b.queue.series, name, path, root)
+        patches = _queue_path(b.queue.patches, name, path, root)
+        for norm in {series, patches}:
+            if norm in owner:
+                raise SeamError(
+                    f"{path}: {name} and {owner[norm]} share the queue path {norm!r} "
+                    f"({name}: series {b.queue.series!r}, patches {b.queue.patches!r})",
+                    hint=f'give {name} a queue of its own, e.g. queue = {{ series = "patches/{name}/series", '
+                    f'patches = "patches/{name}" }}',
+                )
+            owner[norm] = name
+        dirs[patches] = name
+    for name, b in bases.items():  # quilt's layout: a series beside its own patches, never another's
+        other = dirs.get(os.path.dirname(os.path.normpath(b.queue.series)))
+        if other not in (None, name):
+            raise SeamError(
+                f"{path}: the series of {name} ({b.queue.series!r}) lies among {other}'s patches",
+                hint=f"give {name} a queue of its own, e.g. patches/{name}/series",
+            )
 
 
 def get_base(
@@ -207,62 +321,28 @@ def get_base(
 
 # --------------------------------------------------------------------------- sdist
 
-
-def default_index_url() -> str:
-    """The package index's Simple API root: TKV_SEAM_INDEX_URL, PIP_INDEX_URL, or pip's default."""
-    for var in ("TKV_SEAM_INDEX_URL", "PIP_INDEX_URL"):
-        if os.environ.get(var):
-            return os.environ[var].rstrip("/")
-    try:
-        from pip._internal.models.index import PyPI  # pip knows the default index
-    except ImportError as e:
-        raise SeamError(
-            "no package index configured and pip is not importable",
-            hint="set TKV_SEAM_INDEX_URL to a PEP 691 Simple API root",
-        ) from e
-    return PyPI.simple_url.rstrip("/")
-
-
-def _urlopen(req: urllib.request.Request | str, what: str):
-    try:
-        return urllib.request.urlopen(req, timeout=60)
-    except (urllib.error.URLError, OSError) as e:
-        raise NetworkError(
-            f"cannot fetch {what}: {e}",
-            hint="check network access to the package index, or set VLLM_GIT=<url-or-path>",
-        ) from e
-
-
-def simple_listing(project: str, index_url: str) -> tuple[str, dict]:
-    """The project's page on the Simple API (PEP 691 JSON): its URL and the parsed listing."""
-    url = f"{index_url}/{project}/"
-    req = urllib.request.Request(url, headers={"Accept": SIMPLE_JSON})
-    with _urlopen(req, url) as resp:
-        try:
-            return url, json.load(resp)
-        except ValueError as e:
-            raise NetworkError(f"{url} did not answer PEP 691 JSON: {e}") from e
+APPLY_INDEX_HINT = "check network access to the package index, or set VLLM_GIT=<url-or-path>"
 
 
 def find_sdist_url(base: Base, index_url: str) -> str:
     """Ask the Simple API (PEP 691 JSON) for the sdist and check the index's metadata against the pin."""
-    url, listing = simple_listing(base.project, index_url)
-    for entry in listing.get("files", []):
-        if entry.get("filename") != base.sdist.filename:
+    page = index.listing(base.project, index_url, APPLY_INDEX_HINT)
+    for entry in page.files:
+        if entry.filename != base.sdist.filename:
             continue
-        sha = entry.get("hashes", {}).get("sha256")
-        if sha and sha != base.sdist.sha256:
+        entry.usable()
+        if entry.sha256 and entry.sha256 != base.sdist.sha256:
             raise VerifyError(
-                f"{base.sdist.filename}: the index lists sha256 {sha}, the pin for {base.name} "
+                f"{base.sdist.filename}: the index lists sha256 {entry.sha256}, the pin for {base.name} "
                 f"is {base.sdist.sha256}",
                 hint="check bases.toml against the release; nothing was downloaded",
             )
-        if entry.get("size") not in (None, base.sdist.size):
+        if entry.size not in (None, base.sdist.size):
             raise VerifyError(
-                f"{base.sdist.filename}: the index lists size {entry['size']}, the pin is {base.sdist.size}"
+                f"{base.sdist.filename}: the index lists size {entry.size}, the pin is {base.sdist.size}"
             )
-        return urllib.parse.urljoin(url, entry["url"])
-    raise NetworkError(f"{url} lists no file {base.sdist.filename}")
+        return entry.url
+    raise NetworkError(f"{page.url} lists no file {base.sdist.filename}")
 
 
 def verify_file(path: Path, sdist: Sdist) -> None:
@@ -283,7 +363,10 @@ def verify_file(path: Path, sdist: Sdist) -> None:
 def fetch_sdist(
     base: Base, cache: Path, index_url: str | None = None, progress: Progress = QUIET
 ) -> tuple[Path, int]:
-    """Return the verified sdist in the cache, downloading it once; also bytes fetched now."""
+    """Return the verified sdist in the cache, downloading it once; also bytes fetched now.
+
+    The caller holds the cache entry's lock (``base-<name>-sdist``): one download at a time.
+    """
     dest = cache / "sdist" / base.sdist.filename
     if dest.exists():
         progress.step(f"verify cached {dest.name}")
@@ -293,43 +376,25 @@ def fetch_sdist(
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     progress.step(f"download {base.sdist.filename} ({base.sdist.size / 1e6:.1f} MB)")
-    fetched = 0
     try:
-        with _urlopen(url, url) as resp, open(part, "wb") as f:
-            for chunk in iter(lambda: resp.read(1 << 20), b""):
-                f.write(chunk)
-                fetched += len(chunk)
-                progress.bytes(base.sdist.filename, fetched, base.sdist.size)
-        if fetched < base.sdist.size:
-            raise NetworkError(
-                f"download of {url} cut short: {fetched} of {base.sdist.size} bytes; nothing was kept",
-                hint="run the command again to download it afresh",
-            )
+        fetched = index.download(url, part, base.sdist.size, base.sdist.filename, progress=progress)
+    except BaseException:
+        part.unlink(missing_ok=True)  # nothing of a failed download is kept
+        raise
+    try:
         verify_file(part, base.sdist)
-    except (http.client.HTTPException, OSError) as e:
-        part.unlink(missing_ok=True)
-        raise NetworkError(
-            f"download of {url} failed after {fetched} of {base.sdist.size} bytes: {e}; nothing was kept",
-            hint="run the command again to download it afresh",
-        ) from e
     except VerifyError as e:
         part.unlink(missing_ok=True)
         raise VerifyError(
             f"{url}: {e.message.split(': ', 1)[1]}; the download was deleted",
             hint="check that the index serves the pinned release (bases.toml), then run the command again",
         ) from e
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
     os.replace(part, dest)
     return dest, fetched
 
 
-def _sdist_root(tar: tarfile.TarFile) -> str:
-    roots = {m.name.split("/", 1)[0] for m in tar.getmembers()}
-    if len(roots) != 1:
-        raise VerifyError(f"sdist has {len(roots)} top-level entries, expected one directory")
-    return roots.pop()
+def _sdist_hint(tarball: Path) -> str:
+    return f"the sdist is not the pinned release's: check bases.toml and the index; rm {tarball} to drop it"
 
 
 def check_version_file(text: str, base: Base, where: str) -> str:
@@ -337,7 +402,7 @@ def check_version_file(text: str, base: Base, where: str) -> str:
     m_commit, m_version = _COMMIT_RE.search(text), _VERSION_RE.search(text)
     if not m_commit or not m_version:
         raise VerifyError(f"{where}: no __version__/__commit_id__ found")
-    if m_version.group(1) != base.version:
+    if not _same_version(m_version.group(1), base.version):
         raise VerifyError(f"{where}: version {m_version.group(1)}, expected {base.version}")
     commit = m_commit.group(1)
     if not base.commit_matches(commit):
@@ -348,200 +413,36 @@ def check_version_file(text: str, base: Base, where: str) -> str:
     return commit
 
 
+def _same_version(a: str, b: str) -> bool:
+    """PEP 440 equality (``0.34`` is ``0.34.0``); plain string equality when either is not a version."""
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def _version_text(sdist: unpack.Sdist) -> str:
+    try:
+        return sdist.read("vllm/_version.py").decode()
+    except UnicodeDecodeError as e:
+        raise VerifyError(f"{sdist.tarball.name}: vllm/_version.py is not UTF-8: {e}", hint=sdist.hint) from e
+
+
 def sdist_commit(tarball: Path, base: Base) -> str:
-    """Read ``vllm/_version.py`` inside the tarball (nothing unpacked) and check it against the pin."""
-    with tarfile.open(tarball) as tar:
-        root = _sdist_root(tar)
-        member = tar.getmember(f"{root}/vllm/_version.py")
-        text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+    """Read ``vllm/_version.py`` inside the tarball (nothing unpacked) and check it against the pin.
+
+    Every member of the tarball is checked first (``unpack``): a hostile archive is refused
+    (exit 4, naming the member) before any of it is read.
+    """
+    with unpack.Sdist(tarball, _sdist_hint(tarball)) as sdist:
+        text = _version_text(sdist)
     return check_version_file(text, base, f"{tarball.name}:vllm/_version.py")
 
 
 def unpack_sdist(tarball: Path, base: Base, dest: Path, progress: Progress = QUIET) -> str:
-    """Check the sdist's commit id, then unpack it (without its top directory) into ``dest``."""
-    commit = sdist_commit(tarball, base)
-    progress.step(f"unpack {tarball.name}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest.parent))
-    try:
-        with tarfile.open(tarball) as tar:
-            root = _sdist_root(tar)
-            # The "data" filter refuses absolute paths, links out of the tree and devices.
-            tar.extractall(tmp, filter="data")
-        os.replace(tmp / root, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    """Check the sdist's members and commit id, then unpack it (without its top directory) into ``dest``."""
+    with unpack.Sdist(tarball, _sdist_hint(tarball)) as sdist:
+        commit = check_version_file(_version_text(sdist), base, f"{tarball.name}:vllm/_version.py")
+        progress.step(f"unpack {tarball.name}")
+        sdist.extract(dest)
     return commit
-
-
-# --------------------------------------------------------------------------- pristine repo
-
-
-@dataclass(frozen=True)
-class BaseRepo:
-    """A local git repository holding the pristine base at ``commit``."""
-
-    path: Path
-    commit: str
-    source: str  # "sdist" or "git"
-    upstream_commit: str  # the upstream commit id (prefix) the source proved
-
-
-@dataclass(frozen=True)
-class BaseRecord:
-    """What a pristine base repository of the cache was built from (its ``.git/tkv-seam-base.json``):
-    the sdist's sha256, the base commit and its tree id (checked on every use), the upstream commit."""
-
-    base: str
-    sha256: str
-    commit: str
-    tree: str
-    upstream_commit: str
-
-    FILE = "tkv-seam-base.json"
-
-    @classmethod
-    def load(cls, repo: Path) -> BaseRecord | None:
-        try:
-            data = json.loads((repo / ".git" / cls.FILE).read_text())
-            return cls(**{k: data[k] for k in ("base", "sha256", "commit", "tree", "upstream_commit")})
-        except (OSError, ValueError, TypeError, KeyError):
-            return None
-
-    def save(self, repo: Path) -> None:
-        atomic_write(repo / ".git" / self.FILE, json.dumps(asdict(self), indent=1))
-
-
-def _check_repo(repo: Path, commit: str, tree_id: str | None, full: bool) -> str | None:
-    """Why the cached repository ``repo`` cannot be trusted, or None.
-
-    Always (cheap): the base commit's tree id is the one recorded at build time and every
-    object it reaches is present (``fsck --connectivity-only``). ``full``: every object's
-    content is hashed again (``git fsck``, a few seconds on vLLM; ``fetch`` does it).
-    """
-    tree = git.tree_of(repo, commit)
-    if tree is None:
-        return f"the base commit {commit[:12]} cannot be read"
-    if tree_id and tree != tree_id:
-        return f"the base commit's tree is {tree[:12]}, recorded {tree_id[:12]}"
-    return git.fsck(repo, commit, full)
-
-
-def _interrupted_builds(bases_dir: Path, name: str) -> list[Path]:
-    """The ``mkdtemp(prefix=".<name>-")`` directories of this base (8 random characters, so
-    ``.v0.31.0-rc1-…`` of another base never matches ``v0.31.0``)."""
-    pattern = re.compile(rf"\.{re.escape(name)}-[a-z0-9_]{{8}}")
-    if not bases_dir.exists():
-        return []
-    return sorted(p for p in bases_dir.iterdir() if pattern.fullmatch(p.name))
-
-
-def sdist_base_repo(
-    base: Base,
-    cache: Path,
-    index_url: str | None = None,
-    progress: Progress = QUIET,
-    full_check: bool = False,
-) -> tuple[BaseRepo, int]:
-    """The pristine repo built from the verified sdist (cached, checked); and bytes fetched.
-
-    Holds the cache entry's lock; removes the temporary directories of interrupted builds.
-    A cached repository that fails its check is rebuilt from the verified sdist.
-    """
-    with locked(lock_file(cache, f"base-{base.name}-sdist"), f"the cached base {base.name}", progress):
-        repo = cache / "bases" / f"{base.name}-sdist"
-        for leftover in _interrupted_builds(repo.parent, base.name):
-            progress.step(f"remove {leftover} (left by an interrupted build)")
-            shutil.rmtree(leftover, ignore_errors=True)
-        tarball, fetched = fetch_sdist(base, cache, index_url, progress)
-        info = BaseRecord.load(repo)
-        if info and info.sha256 == base.sdist.sha256:
-            problem = _check_repo(repo, info.commit, info.tree, full_check)
-            if problem is None:
-                return BaseRepo(repo, info.commit, "sdist", info.upstream_commit), fetched
-            progress.warn(f"the cached base {repo} is damaged ({problem}); rebuilding it from {tarball.name}")
-        return _build_sdist_repo(base, tarball, repo, progress), fetched
-
-
-def _build_sdist_repo(base: Base, tarball: Path, repo: Path, progress: Progress) -> BaseRepo:
-    sdist_commit(tarball, base)  # refuse a wrong release before anything is written
-    repo.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{base.name}-", dir=repo.parent))
-    try:
-        tree = work / "tree"
-        upstream = unpack_sdist(tarball, base, tree, progress)
-        progress.step(f"record pristine {base.name} in git")
-        git.init(tree, branch="base")
-        commit = git.commit(
-            tree,
-            f"vLLM {base.tag} ({upstream}) pristine base from {base.sdist.filename}\n",
-            BASE_AUTHOR,
-        )
-        BaseRecord(
-            base.name, base.sdist.sha256, commit, git.rev_parse(tree, f"{commit}^{{tree}}"), upstream
-        ).save(tree)
-        if repo.exists():
-            os.replace(repo, work / "old")  # removed with work below
-        os.replace(tree, repo)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return BaseRepo(repo, commit, "sdist", upstream)
-
-
-def git_base_repo(
-    base: Base, cache: Path, url: str, progress: Progress = QUIET, full_check: bool = False
-) -> BaseRepo:
-    """A bare mirror of ``url`` in the cache, checked: tag ``base.tag`` is the pinned commit."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/"))[-80:]
-    mirror = cache / "git" / f"{slug}.git"
-    with locked(lock_file(cache, f"git-{slug}"), f"the cached mirror of {url}", progress):
-        for leftover in sorted(mirror.parent.glob(f".{slug}.clone-*")) if mirror.parent.exists() else []:
-            shutil.rmtree(leftover, ignore_errors=True)
-        if mirror.exists():
-            progress.step(f"fetch {base.tag} from {url}")
-            git.fetch_tags(mirror, url)
-        else:
-            progress.step(f"clone {url}")
-            mirror.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{slug}.clone-", dir=mirror.parent))
-            try:
-                git.clone_bare(url, tmp / "m.git")
-                os.replace(tmp / "m.git", mirror)
-            except SeamError as e:
-                raise NetworkError(
-                    f"cannot clone {url}: {e.message}", hint="check the URL and network access, then retry"
-                ) from e
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        commit = git.resolve(mirror, f"refs/tags/{base.tag}^{{commit}}")
-        if commit is None:
-            raise VerifyError(f"{url} has no tag {base.tag}", hint=f"git ls-remote --tags {url}")
-        if not base.commit_matches(commit):
-            raise VerifyError(
-                f"{url}: tag {base.tag} is commit {commit}, the pin is {base.commit_prefix}",
-                hint="the repository's tag moved or is not upstream vLLM; check VLLM_GIT",
-            )
-        problem = _check_repo(mirror, commit, None, full_check)
-        if problem:
-            raise VerifyError(
-                f"the cached mirror {mirror} is damaged: {problem}",
-                hint=f"rm -rf {mirror}, then run the command again (it clones afresh)",
-            )
-    return BaseRepo(mirror, commit, "git", commit)
-
-
-def base_repo(
-    base: Base,
-    cache: Path,
-    git_url: str | None = None,
-    index_url: str | None = None,
-    progress: Progress = QUIET,
-    full_check: bool = False,
-) -> tuple[BaseRepo, int]:
-    """The pristine base from git (when ``git_url``) or from the sdist; bytes fetched.
-
-    ``full_check`` re-hashes every object of the cached repository (``fetch`` does).
-    """
-    if git_url:
-        return git_base_repo(base, cache, git_url, progress, full_check), 0
-    return sdist_base_repo(base, cache, index_url, progress, full_check)

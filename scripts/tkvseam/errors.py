@@ -7,13 +7,15 @@ Exit codes (also in README.md):
 1     generic failure (unexpected state, a git command failed, ...)
 2     usage error (bad option or argument; click's own code)
 3     a patch does not apply exactly (hunk needs fuzz or an offset, or fails)
-4     verification failed (sha256, size, commit id, pristine file, base image)
+4     verification failed (sha256, size, commit id, pristine file, base image,
+      an sdist member or an index entry refused)
 5     refused to overwrite work (uncommitted edits, unrefreshed commits,
-      edited patch files, a port in progress, a queue changed since its port
-      started, a tree given as a symlink)
+      edited patch files, an output directory tkv-seam did not make, a port in
+      progress, a queue changed since its port started, a tree given as a symlink)
 6     lint found problems
 7     Docker engine unreachable or image build failed
-8     network or download failure
+8     network or download failure (also an index answer that is not PEP 691);
+      a failing write on this machine (disk full) is 1
 9     tests failed (seam test runs)
 10    busy: another tkv-seam run holds the lock on the same tree or cache entry
       (waited TKV_SEAM_LOCK_TIMEOUT seconds)

@@ -17,7 +17,7 @@ from typing import Callable
 from . import __version__
 from .bases import Base
 from .errors import DockerError
-from .overlay import queue_overlay_paths, stage
+from .overlay import queue_overlay_paths, replace_context_dir, stage
 
 REVISION_LABEL = "org.opencontainers.image.revision"
 STAND_IN_LABEL = "io.tkv-seam.stand-in"
@@ -60,9 +60,7 @@ def client():
 
 def stage_context(root: Path, tree: Path, dest: Path, base: Base) -> dict:
     """Dockerfile + tkv-seam/{manifest.json, overlay/, overlay_install.py} in ``dest``."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    replace_context_dir(dest)  # created, or a previous context emptied; anything else refused
     shutil.copyfile(root / "Dockerfile", dest / "Dockerfile")
     return stage(tree, queue_overlay_paths(root, base), dest / "tkv-seam")
 

@@ -7,6 +7,12 @@ and adds the entry (tag, version, commit prefix, sdist, official image) with
 ``tomlkit``, so the file's comments, order and other entries stay byte for byte.
 An existing entry whose values differ is refused (exit 4, both values shown);
 one that agrees leaves the file untouched.
+
+The version is the index's spelling of it (``pin 9.11`` pins ``v9.11.0`` when the
+index has ``vllm-9.11.0.tar.gz``), decided before anything is downloaded. Runs take
+turns: the download holds the cache entry's lock (``base-v<version>-sdist``, the one
+``apply`` and ``fetch`` hold), the read-compare-write of the bases file holds the
+file's own lock, so two pins at once both land and one download serves both.
 """
 
 from __future__ import annotations
@@ -25,16 +31,20 @@ from .bases import (
     default_index_url,
     fetch_sdist,
     load_bases,
+    lock_file,
+    plain_sdist_name,
     sdist_commit,
-    simple_listing,
 )
 from .errors import EXIT_USAGE, SeamError, VerifyError
 from .fsutil import atomic_write
+from .index import IndexFile, Listing, listing
+from .lock import locked, tree_lock_path
 from .progress import QUIET, Progress
 from .series import Queue
 
 PROJECT = "vllm"
 OFFICIAL_IMAGE = "vllm/vllm-openai"
+MAX_SDIST_BYTES = 1 << 30  # what pin downloads on the index's word; vLLM 0.33.0's is 47 MB
 
 
 @dataclass
@@ -69,22 +79,28 @@ def sdist_version(filename: str) -> Version | None:
     return version if name == PROJECT else None
 
 
-def find_sdist(listing: dict, version: Version, url: str) -> dict:
-    """The listing's sdist entry for ``version``, which must carry a sha256 and a size."""
-    for entry in listing.get("files", []):
-        if sdist_version(entry.get("filename", "")) == version:
+def find_sdist(page: Listing, version: Version) -> IndexFile:
+    """The page's sdist entry for ``version``, which must carry a sha256 and a size."""
+    for entry in page.files:
+        if sdist_version(entry.filename) == version and plain_sdist_name(entry.filename):
             break
     else:
         raise SeamError(
-            f"{url} lists no sdist of {PROJECT} {version}",
+            f"{page.url} lists no sdist of {PROJECT} {version}",
             hint="tkv-seam watch --since 0 --pre --yanked   (lists every release the index has)",
         )
-    sha256, size = entry.get("hashes", {}).get("sha256"), entry.get("size")
-    if not sha256 or not isinstance(size, int):
+    entry.usable()
+    if not entry.sha256 or entry.size is None:
         raise VerifyError(
-            f"{url}: {entry['filename']} has no sha256 or no size in the index (PEP 691/700); "
+            f"{page.url}: {entry.filename} has no sha256 or no size in the index (PEP 691/700); "
             "a pin needs both",
             hint="set TKV_SEAM_INDEX_URL to an index serving the Simple API 1.1 (PyPI does)",
+        )
+    if entry.size > MAX_SDIST_BYTES:
+        raise VerifyError(
+            f"{page.url}: {entry.filename} is {entry.size} bytes, more than the {MAX_SDIST_BYTES >> 20} MiB "
+            "a vLLM sdist may have; nothing was downloaded",
+            hint="check the index (TKV_SEAM_INDEX_URL): vLLM's sdists are under 50 MB",
         )
     return entry
 
@@ -153,28 +169,33 @@ def pin(
     index_url: str | None = None,
     allow_yanked: bool = False,
     progress: Progress = QUIET,
+    root: Path | None = None,
 ) -> PinResult:
-    """Pin release ``version`` (e.g. ``0.34.0``) in ``bases_file``; see the module docstring."""
-    release = parse_release(version)
-    name = f"v{release}"
+    """Pin release ``version`` (e.g. ``0.34.0``) in ``bases_file``; see the module docstring.
+
+    ``root``: the project root the bases file's queue paths are relative to.
+    """
+    wanted = parse_release(version)
     index_url = index_url or default_index_url()
-    url, listing = simple_listing(PROJECT, index_url)
-    entry = find_sdist(listing, release, url)
-    if entry.get("yanked") and not allow_yanked:
-        reason = entry["yanked"] if isinstance(entry["yanked"], str) else "no reason given"
+    entry = find_sdist(listing(PROJECT, index_url), wanted)
+    release = sdist_version(entry.filename)  # the index's spelling: 9.11 -> 9.11.0
+    name = f"v{release}"
+    if entry.yanked and not allow_yanked:
+        reason = entry.yanked if isinstance(entry.yanked, str) else "no reason given"
         raise SeamError(
-            f"{entry['filename']} is yanked on the index ({reason})",
+            f"{entry.filename} is yanked on the index ({reason})",
             hint=f"tkv-seam pin --yanked {release}   (only if you mean to carry a yanked release)",
         )
-    sdist = Sdist(entry["filename"], entry["size"], entry["hashes"]["sha256"])
+    sdist = Sdist(entry.filename, entry.size, entry.sha256)
     candidate = Base(name, str(release), name, (), sdist, Image(f"{OFFICIAL_IMAGE}:{name}", ""))
-    existing = load_bases(bases_file).get(name)
+    existing = load_bases(bases_file, root).get(name)
     if existing:  # refuse before downloading anything when the index already disagrees
         diffs = _differences(existing, candidate)
         if diffs:
             raise _refuse(bases_file, name, diffs)
-    tarball, fetched = fetch_sdist(candidate, cache, index_url, progress)
-    commit = sdist_commit(tarball, candidate)  # checks __version__; no commit pinned yet
+    with locked(lock_file(cache, f"base-{name}-sdist"), f"the cached base {name}", progress):
+        tarball, fetched = fetch_sdist(candidate, cache, index_url, progress)
+        commit = sdist_commit(tarball, candidate)  # checks __version__; no commit pinned yet
     pinned = Base(
         name,
         str(release),
@@ -184,12 +205,14 @@ def pin(
         Image(f"{OFFICIAL_IMAGE}:{name}", commit, "", ""),
         queue=Queue.for_base(name),  # its own queue, made by `tkv-seam port start --to <name>`
     )
-    status = "unchanged"
-    if existing:
-        diffs = _differences(existing, pinned)
-        if diffs:
-            raise _refuse(bases_file, name, diffs)
-    else:
-        _write_entry(bases_file, pinned)
-        status = "added"
+    with locked(tree_lock_path(bases_file), f"the bases file {bases_file}", progress):
+        existing = load_bases(bases_file, root).get(name)  # again: another pin may have written it
+        if existing:
+            diffs = _differences(existing, pinned)
+            if diffs:
+                raise _refuse(bases_file, name, diffs)
+            status = "unchanged"
+        else:
+            _write_entry(bases_file, pinned)
+            status = "added"
     return PinResult(name, status, str(bases_file), commit, asdict(sdist), fetched)

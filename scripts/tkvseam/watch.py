@@ -28,8 +28,11 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from .bases import Base, default_index_url, get_base, load_bases, simple_listing
+from .bases import Base, default_index_url, get_base, load_bases
 from .errors import SeamError
+from .index import IndexFile, listing
+from .lock import locked, tree_lock_path
+from .outputs import replace_output_dir, seal_output_dir
 from .patch import PlacementKind
 from .pin import PROJECT, parse_release, pin
 from .port import PatchReport, PatchStatus, render
@@ -38,6 +41,7 @@ from .port.render import cell
 from .progress import QUIET, Progress
 
 DRIFT_DIR = Path("build") / "drift"
+DRIFT_KIND = "a drift report directory"
 # The summary's columns, in order.
 CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "moved")
 
@@ -45,16 +49,16 @@ CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "m
 @dataclass
 class Release:
     version: Version
-    files: list[dict] = field(default_factory=list)
+    files: list[IndexFile] = field(default_factory=list)
 
     @property
     def yanked(self) -> bool:
         """PEP 592: a release is yanked when every one of its files is."""
-        return all(f.get("yanked") for f in self.files)
+        return all(f.yanked for f in self.files)
 
     @property
     def sdist(self) -> str | None:
-        return next((f["filename"] for f in self.files if f["filename"].endswith(".tar.gz")), None)
+        return next((f.filename for f in self.files if f.filename.endswith(".tar.gz")), None)
 
 
 def _file_version(filename: str) -> Version | None:
@@ -70,10 +74,9 @@ def _file_version(filename: str) -> Version | None:
 
 def index_releases(index_url: str | None = None) -> list[Release]:
     """Every release of the project on the index, oldest first (PEP 440 order)."""
-    _, listing = simple_listing(PROJECT, index_url or default_index_url())
     by_version: dict[Version, Release] = {}
-    for entry in listing.get("files", []):
-        version = _file_version(entry.get("filename", ""))
+    for entry in listing(PROJECT, index_url or default_index_url()).files:
+        version = _file_version(entry.filename)
         if version is not None:
             by_version.setdefault(version, Release(version)).files.append(entry)
     return [by_version[v] for v in sorted(by_version)]
@@ -236,7 +239,7 @@ def watch(
     progress: Progress = QUIET,
 ) -> WatchResult:
     """Releases newer than the newest carried base (or ``since``); with ``report`` their drift."""
-    bases = load_bases(bases_file)
+    bases = load_bases(bases_file, root)
     carried = carried_bases(bases, root)
     if not carried:
         raise SeamError(
@@ -248,31 +251,49 @@ def watch(
     since_version = _since(bases, since)
     found = newer_releases(index_releases(index_url), since_version, pre, yanked)
     result = WatchResult(since, str(since_version), from_base.name, [])
-    out = root / DRIFT_DIR
-    if report:
-        shutil.rmtree(out, ignore_errors=True)  # build/drift/ holds this run's reports only
-        out.mkdir(parents=True)
-        target = bases_file
-        if not write:
-            target = out / "bases.toml"
-            shutil.copyfile(bases_file, target)
-    lines = []
     for rel in found:
-        version = str(rel.version)
-        row = {
-            "version": version,
-            "sdist": rel.sdist,
-            "yanked": rel.yanked,
-            "prerelease": rel.version.is_prerelease,
-            "pinned": f"v{version}" in bases,
-        }
-        result.releases.append(row)
-        if not report:
-            continue
+        result.releases.append(
+            {
+                "version": str(rel.version),
+                "sdist": rel.sdist,
+                "yanked": rel.yanked,
+                "prerelease": rel.version.is_prerelease,
+                "pinned": f"v{rel.version}" in bases,
+            }
+        )
+    if report:
+        out = root / DRIFT_DIR
+        with locked(tree_lock_path(out), str(out), progress):  # one report run at a time
+            _report(root, bases_file, cache, from_base, result, out, yanked, write, index_url, progress)
+    return result
+
+
+def _report(
+    root: Path,
+    bases_file: Path,
+    cache: Path,
+    from_base: Base,
+    result: WatchResult,
+    out: Path,
+    yanked: bool,
+    write: bool,
+    index_url: str | None,
+    progress: Progress,
+) -> None:
+    """Pin each release of ``result`` and write its drift report into ``out`` (build/drift/)."""
+    # build/drift/ holds one run's reports: a previous run's is replaced, anything else refused
+    replace_output_dir(out, DRIFT_KIND, legacy=_legacy_drift, rerun="make watch REPORT=1")
+    target = bases_file
+    if not write:
+        target = out / "bases.toml"
+        shutil.copyfile(bases_file, target)
+    lines = []
+    for row in result.releases:
+        version = row["version"]
         try:
             progress.step(f"pin {version} into {target}")
-            pinned = pin(target, version, cache, index_url, allow_yanked=yanked, progress=progress)
-            to_base = get_base(load_bases(target), pinned.name)
+            pinned = pin(target, version, cache, index_url, yanked, progress, root)
+            to_base = get_base(load_bases(target, root), pinned.name)
             markdown, data, counts = drift_report(root, from_base, to_base, cache, progress)
         except SeamError as e:
             result.errors.append(e)
@@ -286,7 +307,21 @@ def watch(
         row |= {"pin": pinned.status, "summary": counts, "markdown": str(md), "json": str(js)}
         row["line"] = summary_line(version, counts, str(md.relative_to(root)))
         lines.append(row["line"])
-    if report:
-        (out / "summary.txt").write_text("".join(f"{line}\n" for line in lines))
-        (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
-    return result
+    (out / "summary.txt").write_text("".join(f"{line}\n" for line in lines))
+    (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+    seal_output_dir(out)
+
+
+def _legacy_drift(out: Path) -> bool:
+    """build/drift/ as watch wrote it before output markers: its reports and nothing else."""
+    return all(p.is_file() and _is_report_name(p.name) for p in out.iterdir())
+
+
+def _is_report_name(name: str) -> bool:
+    stem, _, ext = name.rpartition(".")
+    if name in ("summary.txt", "watch.json", "bases.toml"):
+        return True
+    try:
+        return ext in ("md", "json") and bool(Version(stem))
+    except InvalidVersion:
+        return False

@@ -34,7 +34,7 @@ class Context:
 
     def base(self, name: str, hint: str = "make apply BASE={}", avoid: str | None = None):
         """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name."""
-        return get_base(load_bases(self.bases_file), name, hint, avoid)
+        return get_base(load_bases(self.bases_file, self.root), name, hint, avoid)
 
     def venv_python(self, python: Path | None, base: str) -> Path:
         """``--python`` made absolute, else the python of the base's test venv (``.venv-vllm-<base>``)."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import click
 
+from ..errors import TOOL
 from .options import (
     Context,
     absolute,
@@ -47,18 +49,21 @@ def overlay_files(ctx: Context, base_name, as_json):
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Stage directory [default: build/overlay-<base>].",
+    help="Stage directory, new or a previous stage [default: build/overlay-<base>].",
 )
 @json_option
 @pass_ctx
 def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
-    """Write manifest.json + overlay/vllm/... (+ the installer) for one commit."""
-    from ..overlay import queue_overlay_paths, stage
+    """Write manifest.json + overlay/vllm/... (+ the installer) for one commit.
+
+    --out is created, or must be a previous stage tkv-seam wrote and nobody changed
+    since; any other directory is refused (exit 5) and left as it is.
+    """
+    from ..overlay import queue_overlay_paths, stage_locked
 
     out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
-    manifest = stage(
-        ctx.tree(tree, base_name), queue_overlay_paths(ctx.root, ctx.base(base_name)), out, commit
-    )
+    paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
+    manifest = stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress)
     if as_json:
         emit_json({"out": str(out), **manifest})
         return
@@ -66,19 +71,30 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
 
 
-def _install(ctx: Context, base_name, tree, python, commit_of, as_json):
-    from ..overlay import install_into_venv, queue_overlay_paths, stage
+def _install(ctx: Context, base_name, tree, python, commit_of, as_json, rerun):
+    from ..overlay import install_commit, queue_overlay_paths
     from ..seamtree import SeamTree
 
     tree_path = ctx.tree(tree, base_name)
     commit = commit_of(SeamTree(tree_path).state())
-    out = ctx.root / "build" / "overlay-venv"
-    stage(tree_path, queue_overlay_paths(ctx.root, ctx.base(base_name)), out, commit)
-    log = install_into_venv(ctx.venv_python(python, base_name), out).rstrip()
+    venv_python = ctx.venv_python(python, base_name)
+    own_venv = venv_python == ctx.venv_python(None, base_name)
+    if python is not None:
+        rerun += f" --python {shlex.quote(str(venv_python))}"
+    done = install_commit(
+        tree_path,
+        queue_overlay_paths(ctx.root, ctx.base(base_name)),
+        ctx.root / "build" / "overlay-venv",
+        commit,
+        venv_python,
+        own_venv,
+        f"{TOOL} {rerun} --base {base_name}",
+        ctx.progress,
+    )
     if as_json:
-        emit_json({"ok": True, "commit": commit, "log": log.splitlines()})
+        emit_json(done.to_json())
     else:
-        click.echo(log)
+        click.echo(done.output.rstrip())
 
 
 @overlay.command("install")
@@ -89,8 +105,12 @@ def _install(ctx: Context, base_name, tree, python, commit_of, as_json):
 @json_option
 @pass_ctx
 def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
-    """Install the overlay of a commit into the venv (each file checked pristine first)."""
-    _install(ctx, base_name, tree, python, lambda state: commit, as_json)
+    """Install the overlay of a commit into the venv (each file checked pristine first).
+
+    --python may name any venv holding the base's stock vLLM (your own); a venv that
+    already holds an overlay is told so, and restore puts its pristine files back.
+    """
+    _install(ctx, base_name, tree, python, lambda state: commit, as_json, "overlay install")
 
 
 @overlay.command("restore")
@@ -101,7 +121,7 @@ def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
 @pass_ctx
 def overlay_restore(ctx: Context, base_name, tree, python, as_json):
     """Put the pristine base files back into the venv."""
-    _install(ctx, base_name, tree, python, lambda state: state.base_commit, as_json)
+    _install(ctx, base_name, tree, python, lambda state: state.base_commit, as_json, "overlay restore")
 
 
 @click.command()

@@ -37,7 +37,7 @@ def bases(ctx: Context, as_json):
     """List the known bases and their pins."""
     from ..bases import load_bases
 
-    known = load_bases(ctx.bases_file)
+    known = load_bases(ctx.bases_file, ctx.root)
     if as_json:
         emit_json(
             {
@@ -64,7 +64,7 @@ def fetch(ctx: Context, base_name, git_url, as_json):
     Also re-checks every object of the cached base repository (rebuilt from the sdist
     when damaged).
     """
-    from ..bases import base_repo
+    from ..baserepo import base_repo
 
     base = ctx.base(base_name, hint=TOOL + " fetch --base {}")
     repo, fetched = base_repo(base, ctx.cache, git_url, progress=ctx.progress, full_check=True)
@@ -199,7 +199,7 @@ def drift(ctx: Context, as_json):
     from ..drift import drift as do_drift
     from ..drift import matrix
 
-    names, rows = do_drift(ctx.root, load_bases(ctx.bases_file))
+    names, rows = do_drift(ctx.root, load_bases(ctx.bases_file, ctx.root))
     if as_json:
         emit_json({"bases": names, "rows": [vars(r) for r in rows], "matrix": matrix(names, rows)})
         return

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_NEWER
+from ..errors import EXIT_NEWER, UsageError
 from .options import Context, emit_json, json_option, pass_ctx
 
 
@@ -25,7 +25,9 @@ def pin(ctx: Context, version, yanked, as_json):
     """
     from ..pin import pin as do_pin
 
-    result = do_pin(ctx.bases_file, version, ctx.cache, allow_yanked=yanked, progress=ctx.progress)
+    result = do_pin(
+        ctx.bases_file, version, ctx.cache, allow_yanked=yanked, progress=ctx.progress, root=ctx.root
+    )
     if as_json:
         emit_json(result.to_json())
         return
@@ -61,8 +63,8 @@ def watch(ctx: Context, since, pre, yanked, report, write, as_json):
     """
     from ..watch import watch as do_watch
 
-    if write and not report:
-        raise click.UsageError("--write only makes sense with --report")
+    if write and not report:  # a SeamError, so that --json prints its object too
+        raise UsageError("--write only makes sense with --report", hint="tkv-seam watch --report --write")
     result = do_watch(
         ctx.root,
         ctx.bases_file,

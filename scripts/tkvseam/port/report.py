@@ -15,7 +15,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from .. import git
-from ..bases import Base, base_repo
+from ..bases import Base
+from ..baserepo import base_repo
 from ..errors import SeamError, UsageError
 from ..progress import QUIET, Progress
 from ..seamtree import SeamTree

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
-from ..bases import Base, base_repo, default_cache_dir
+from ..bases import Base, default_cache_dir
+from ..baserepo import base_repo
 from ..commits import commit_series
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
 from ..export import (

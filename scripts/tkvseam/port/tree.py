@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import git
-from ..bases import BaseRepo
+from ..baserepo import BaseRepo
 from ..commits import symlinked_path
 from ..errors import ApplyError
 from ..patch import FileChange, Patch, PlacementKind, replay_file, split_lines
