@@ -114,3 +114,13 @@ def test_blocked_by_names_the_root_cause_not_the_chain():
     }
     assert root_causes(["cuda"], by_slug) == ["0002"]  # applies itself: its cause is the cause
     assert root_causes(["cuda", "gone"], by_slug) == ["0002", "0005"]  # fails itself: a cause too
+
+
+def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
+    out = pproject_once.cli("port", "report", "--base", NAME, "--to", NEXT, expect=12).output
+    lines = out.splitlines()
+    assert lines[0].split() == ["conflict", "0001-add-mul.patch"]
+    assert "blocked            0002-use-mul.patch  blocked by 0001" in out
+    assert "vllm/config/cache.py: 3-way" in out and ": offset +120" in out
+    assert "| file / hunk | what it does | verdict | reason | evidence |" in out
+    assert lines[-1].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply;")
