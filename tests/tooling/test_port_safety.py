@@ -339,3 +339,51 @@ def test_continue_refuses_a_message_that_would_lose_the_header_before_committing
     assert git.head(tree) == head and git.staged_paths(tree)  # nothing committed, the resolution staged
     msg.write_text(text)
     assert "stopped at 0006-register.patch" in port(pproject, "continue", expect=12).stderr
+
+
+def test_two_starts_at_once_make_one_port_and_the_other_is_refused(pproject):
+    import os
+    import sys
+
+    cmd = [sys.executable, "-m", "tkvseam", *pproject.argv("port", "start", "--base", NAME, "--to", NEXT)]
+    env = dict(os.environ, TKV_SEAM_LOCK_TIMEOUT="300")
+    runs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = sorted((r.wait(), r.stderr.read()) for r in runs)
+    assert [rc for rc, _ in results] == [5, 12], results
+    assert "already in progress" in results[0][1] and "stopped at 0001-add-mul.patch" in results[1][1]
+    status = json.loads(port(pproject, "status", "--json").output)
+    assert status["current"] == "0001-add-mul.patch" and status["done"] == []
+    assert not [p.name for p in (pproject.root / "build").glob(".port-*") if p.is_dir()]
+
+
+def test_a_port_an_older_tkv_seam_started_goes_on(pproject):
+    """Schema 1: the port's progress in .git/tkv-seam-port.json (naming its tree), no tkv-seam.json."""
+    port(pproject, "start", expect=12)
+    tree = port_tree(pproject)
+    state = json.loads((tree / ".git/tkv-seam.json").read_text())
+    (tree / ".git/tkv-seam.json").unlink()
+    p = state["port"]
+    legacy = {
+        "from_base": p["from_base"],
+        "to_base": state["base"],
+        "tree": "/the/tree/it/was/made/in",
+        "base_commit": state["base_commit"],
+        "old_commit": p["old_commit"],
+        "upstream_commit": state["upstream_commit"],
+        "series": p["series"],
+        "next": 0,
+        "current": "0001-add-mul.patch",
+        "stopped": p["stopped"],
+        "done": [],
+        "finished": False,
+        "head": state["head"],
+    }
+    (tree / ".git/tkv-seam-port.json").write_text(json.dumps(legacy))
+    assert json.loads(port(pproject, "status", "--json").output)["current"] == "0001-add-mul.patch"
+    resolve_0001(tree)
+    assert "stopped at 0006-register.patch" in port(pproject, "continue", expect=12).stderr
+    assert not (tree / ".git/tkv-seam-port.json").exists()  # rewritten in the new schema
+    assert json.loads((tree / ".git/tkv-seam.json").read_text())["schema"] == 2

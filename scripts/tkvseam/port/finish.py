@@ -105,7 +105,8 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
 def check_queue(session: PortSession, p: PortProgress, force: bool) -> None:
     queue = session.to_base.queue
     edits = queue_edits(session.root, queue)
-    changed = queue_digest(session.root, queue) != p.queue_digest
+    # "": a port an older tkv-seam started recorded no digest; only the edits can be checked
+    changed = bool(p.queue_digest) and queue_digest(session.root, queue) != p.queue_digest
     if not (edits or changed) or force:
         return
     why = []
