@@ -23,7 +23,7 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
-        seam-full seam-full-cuda upstream plugin differential bench image port drift overlay overlay-restore venv venv-vllm clean \
+        seam-full seam-full-cuda upstream plugin differential bench image standin port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows
 
 help: ## Show this help
@@ -84,7 +84,7 @@ test-tooling: venv ## The queue's own tests (synthetic bases, offline)
 test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am
 	BASE=$(BASE) $(VENV)/bin/python -m pytest -q tests/series
 
-test-image: apply ## The overlay image on a stand-in base (needs a Docker engine; CI starts one)
+test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both)
 	BASE=$(BASE) $(VENV)/bin/python -m pytest -q -rs tests/image
 
 test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores)
@@ -117,8 +117,14 @@ overlay-restore: apply venv-vllm ## Put the pristine BASE files back into .venv-
 bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios
 	$(VENV)/bin/python bench/bench.py --base $(BASE)
 
-image: apply ## Build the overlay image (Docker engine; BASE_IMAGE=, STAND_IN=1, TURBO_ATTN= pass through)
-	$(TOOL) image --base $(BASE)
+# The image's variables reach the tool through the environment (never through a shell string):
+# BASE_IMAGE, STAND_IN=1, TURBO_ATTN (empty: no plugin), PUSH=1, REGISTRY, REPOSITORY, IMAGE_TAG,
+# IMAGE_SOURCE; make standin: INSTALLER=none.
+image: apply ## Build the overlay image (BASE_IMAGE= STAND_IN=1 TURBO_ATTN= PUSH=1 REGISTRY= REPOSITORY= IMAGE_TAG= IMAGE_SOURCE=)
+	$(TOOL) image --base $(BASE) $(if $(JSON),--json,)
+
+standin: apply ## Import a local stand-in of BASE's official image (no registry needed; INSTALLER=none: no uv)
+	$(TOOL) standin --base $(BASE) $(if $(JSON),--json,)
 
 # make port VERB=<verb> TO=<base> [BASE=<base>] [REASON='...'] [VERDICT=...] [PORT_TREE=<dir>] [JSON=1] [FORCE=1]
 # One verb per run (README.md, "Forward-port"). The text a user gives (VERB, TO, BASE, REASON,
@@ -147,7 +153,8 @@ port: venv ## Forward-port BASE's queue onto TO, one VERB: report|start|continue
 	echo "$(TOOL) $$*" >&2; \
 	exec $(TOOL) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 
-drift: venv ## Per patch: how its version on each base differs from the previous base's; the matrix
+# DIFF and BASE reach `drift --diff` through the environment; without BASE= every pair of bases.
+drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff
 	$(TOOL) drift $(if $(JSON),--json,)
 
 pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0)

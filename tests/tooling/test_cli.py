@@ -69,11 +69,13 @@ def test_refresh_never_deletes_a_patch_without_force_and_lists_it(project):
 
 
 def test_image_without_a_docker_engine_fails_with_one_clear_line(project, monkeypatch, tmp_path):
+    project.apply()  # the build tree is checked first (exit 2 without one)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     res = project.cli("image", "--base", "v9.9.9", expect=7)
     assert res.stderr.strip().splitlines() == [
         f"Error: no Docker engine reachable at unix://{tmp_path}/no-such.sock: start dockerd or set "
-        "DOCKER_HOST (README.md, 'Docker image')"
+        "DOCKER_HOST (README.md, 'Docker image')",
+        "  next: export DOCKER_HOST=unix:///run/tkv-dockerd/sock  (README.md, 'Docker image', starts one)",
     ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import TOOL
+from ..errors import TOOL, SeamError
 from .options import (
     Context,
     absolute,
@@ -131,33 +131,79 @@ def overlay_restore(ctx: Context, base_name, tree, python, as_json):
     "--base-image",
     envvar="BASE_IMAGE",
     default=None,
-    help="Base image [default: the pinned official image of the base].",
+    help="Base image [default: the pinned official image; with --stand-in: tkv-seam/stand-in:<base>].",
 )
 @click.option(
     "--turbo-attn",
     # not envvar=: click treats an empty variable as unset, and TURBO_ATTN= must skip the plugin
     default=lambda: os.environ.get("TURBO_ATTN"),
     show_default="the base's plugin pin in bases.toml",
-    help="Plugin requirement installed in the image (env TURBO_ATTN); empty skips it.",
+    help="Plugin to install, hash-checked: the pin, or 'name==version --hash=sha256:<hex>' "
+    "(env TURBO_ATTN); empty: none.",
 )
 @click.option(
     "--stand-in",
     is_flag=True,
     envvar="STAND_IN",
-    help="Accept a base image whose revision label does not match (a local stand-in).",
+    help="Build on a local stand-in base (make standin); the tag says -standin.",
 )
-@click.option("--tag", default=None, help="Image tag [default: tkv-seam/vllm-openai:<base>-<series digest>].")
+@click.option(
+    "--registry",
+    default=lambda: os.environ.get("REGISTRY", ""),
+    help="Registry host[:port][/path] the tag names (env REGISTRY) [default: none, a local name].",
+)
+@click.option(
+    "--repository",
+    default=lambda: os.environ.get("REPOSITORY") or image_repository(),
+    show_default=True,
+    help="Repository path of the tag (env REPOSITORY).",
+)
+@click.option(
+    "--tag",
+    default=lambda: os.environ.get("IMAGE_TAG") or None,
+    help="The whole image reference instead (env IMAGE_TAG) [default: "
+    "[registry/]repository:<base>-<series digest>[-noplugin][-standin]].",
+)
+@click.option(
+    "--source",
+    default=lambda: os.environ.get("IMAGE_SOURCE"),
+    help="Source URL for the OCI source label (env IMAGE_SOURCE) [default: the git remote origin].",
+)
+@click.option(
+    "--push", is_flag=True, envvar="PUSH", help="Push the image through the engine (needs a registry)."
+)
 @json_option
 @pass_ctx
-def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, as_json):
+def image(
+    ctx: Context,
+    base_name,
+    tree,
+    base_image,
+    turbo_attn,
+    stand_in,
+    registry,
+    repository,
+    tag,
+    source,
+    push,
+    as_json,
+):
     """Build the overlay image: the base image + exactly the patched vllm/ files (docker SDK).
 
     Checks the base image's revision label against the pin before building (exit 7
-    when refused or when no Docker engine is reachable); streams the build log.
+    when refused, when the build fails or when no Docker engine is reachable); streams
+    the build log; with --push, pushes it and prints the pushed digest.
     """
-    from ..image import build
+    from ..image import build, client, parse_reference, registry_of
+    from ..image import push as do_push
 
     log = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+    if push and not registry and not (tag and registry_of(parse_reference(tag)[0])):
+        raise SeamError(
+            "--push needs a registry: REGISTRY=<host[:port]> (or IMAGE_TAG naming one)",
+            hint=f"make image BASE={base_name} PUSH=1 REGISTRY=127.0.0.1:5000 REPOSITORY={repository}",
+            exit_code=2,
+        )
     result = build(
         ctx.root,
         ctx.tree(tree, base_name),
@@ -167,17 +213,82 @@ def image(ctx: Context, base_name, tree, base_image, turbo_attn, stand_in, tag, 
         stand_in,
         tag,
         log=log,
+        cache=ctx.cache,
+        registry=registry,
+        repository=repository,
+        source=source,
+        progress=ctx.progress,
     )
     if as_json:
-        emit_json(result.to_json())
+        pushed = do_push(client(), result.tag, log, ctx.progress) if push else None
+        emit_json({**result.to_json(), "push": pushed})
         return
     for layer in result.added_layers:
         click.echo(f"layer {layer['size'] / 1e6:8.2f} MB  {layer['created_by']}")
+    for removed in result.removed:
+        click.echo(
+            f"removed {removed[:19]}: the image this tag named before (built by tkv-seam, now untagged)"
+        )
     click.echo(
         f"built {result.tag} ({result.image_id[:19]}) on {result.base_image} "
         f"(revision {result.base_revision}); added {result.added_bytes / 1e6:.2f} MB"
     )
-    click.echo(f"run:  docker run --gpus all -p 8000:8000 {result.tag} <model> --kv-cache-dtype tkv")
+    click.echo(
+        f"plugin: {result.plugin} (hash-checked)" if result.plugin else "plugin: none (TURBO_ATTN= given)"
+    )
+    if result.stand_in:
+        click.echo("stand-in base: for trying the build here, not for serving or shipping")
+    if result.run_hint:
+        click.echo(f"run:  {result.run_hint}")
+    if push:
+        pushed = do_push(client(), result.tag, log, ctx.progress)
+        click.echo(f"pushed {pushed['reference']}: digest {pushed['digest']}  (pull {pushed['pinned']})")
 
 
-COMMANDS = [overlay, image]
+def image_repository() -> str:
+    from ..image import REPOSITORY
+
+    return REPOSITORY
+
+
+@click.command()
+@base_option
+@tree_option
+@click.option(
+    "--installer",
+    type=click.Choice(["uv", "none"]),
+    default=lambda: os.environ.get("INSTALLER") or "uv",
+    show_default="uv",
+    help="What the stand-in installs packages with (env INSTALLER): uv, as the official image; none.",
+)
+@click.option(
+    "--tag", default=None, help="Image reference [default: tkv-seam/stand-in:<base>[-noinstaller]]."
+)
+@json_option
+@pass_ctx
+def standin(ctx: Context, base_name, tree, installer, tag, as_json):
+    """Import a local stand-in for the base's official image (no registry needed).
+
+    Debian + python3, the base's vllm/*.py at the official path, metadata of the base's
+    locked packages, uv (unless --installer none). Build on it with `make image STAND_IN=1`.
+    """
+    from ..image import client
+    from ..standin import default_tag, make_stand_in
+
+    base = ctx.base(base_name, hint="make standin BASE={}")
+    made = make_stand_in(
+        client(), ctx.root, ctx.tree(tree, base_name), base, ctx.cache, installer, tag, ctx.progress
+    )
+    if as_json:
+        emit_json(made.to_json())
+        return
+    click.echo(
+        f"stand-in {made.tag} ({made.image_id[:19]}): {base.name}'s vllm/*.py, {made.packages} package "
+        f"records, installer {made.installer}"
+    )
+    named = "" if made.tag == default_tag(base.name) else f" BASE_IMAGE={made.tag}"
+    plugin = "" if installer == "uv" else " TURBO_ATTN="
+    click.echo(f"next: make image BASE={base.name} STAND_IN=1{named}{plugin}")
+
+
+COMMANDS = [overlay, image, standin]

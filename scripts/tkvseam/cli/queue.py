@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_LINT, TOOL
+from ..errors import EXIT_LINT, TOOL, SeamError
 from .options import (
     Context,
     base_option,
@@ -191,15 +191,46 @@ def stylecheck(ctx: Context, base_name, tree, ruff, as_json):
 
 
 @click.command()
+@click.option(
+    "--diff",
+    "slug",
+    default=lambda: os.environ.get("DIFF") or None,
+    help="One patch (slug, file name or number; env DIFF): what changed against the previous base.",
+)
+@click.option(
+    "--base",
+    "base_name",
+    default=lambda: os.environ.get("BASE") or None,
+    help="With --diff: only this base against the one before it [default: every pair].",
+)
 @json_option
-@pass_ctx
-def drift(ctx: Context, as_json):
-    """Per patch: how its version on each base differs from the previous base's, and the matrix."""
+@click.pass_context
+def drift(click_ctx: click.Context, slug, base_name, as_json):
+    """Per patch: how its version on each base differs from the previous base's, and the matrix.
+
+    With --diff SLUG: that patch's range-diff between bases (header and files, line
+    numbers dropped), i.e. what `re-expressed` in the matrix consists of.
+    """
     from ..bases import load_bases
     from ..drift import drift as do_drift
     from ..drift import matrix
 
-    names, rows = do_drift(ctx.root, load_bases(ctx.bases_file, ctx.root))
+    ctx = click_ctx.find_object(Context)
+    bases = load_bases(ctx.bases_file, ctx.root)
+    if slug:
+        from ..interdiff import patch_drift, render
+
+        diffs = patch_drift(ctx.root, bases, slug, base_name)
+        if as_json:
+            emit_json({"slug": diffs[0].slug if diffs else slug, "diffs": [d.to_json() for d in diffs]})
+            return
+        click.echo("\n".join(render(d) for d in diffs) if diffs else f"{slug}: on no two consecutive bases")
+        return
+    if base_name and click_ctx.get_parameter_source("base_name") == click.core.ParameterSource.COMMANDLINE:
+        raise SeamError(
+            "--base goes with --diff <slug>", hint=f"make drift DIFF=<slug> BASE={base_name}", exit_code=2
+        )
+    names, rows = do_drift(ctx.root, bases)
     if as_json:
         emit_json({"bases": names, "rows": [vars(r) for r in rows], "matrix": matrix(names, rows)})
         return

@@ -28,6 +28,8 @@ from .core import (
     out,
 )
 from .repo import (
+    files_at,
+    remote_url,
     init,
     clone_local,
     clone_bare,
@@ -99,6 +101,8 @@ from .index import (
 )
 
 __all__ = [
+    "files_at",
+    "remote_url",
     "PRIVATE_INDEX",
     "Commit",
     "FIXED_DATE",

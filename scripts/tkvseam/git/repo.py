@@ -109,6 +109,12 @@ def files_of(repo: Path, commit: str) -> list[str]:
     return out(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split()
 
 
+def remote_url(repo: Path, name: str) -> str | None:
+    """The URL of remote ``name``, or None when there is no such remote (or no repository)."""
+    proc = run(repo, "remote", "get-url", name, check=False)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
 def tag(repo: Path, name: str, rev: str) -> None:
     run(repo, "tag", "-f", name, rev)
 
@@ -149,6 +155,11 @@ def exists_at(repo: Path, rev: str, path: str) -> bool:
 def archive(repo: Path, rev: str, paths: list[str]) -> bytes:
     """A tar of ``paths`` at ``rev``."""
     return run(repo, "archive", "--format=tar", rev, *paths).stdout
+
+
+def files_at(repo: Path, rev: str, path: str) -> list[str]:
+    """Every file under ``path`` at ``rev`` (recursive), as tree-relative paths."""
+    return _z(run(repo, "ls-tree", "-r", "-z", "--name-only", rev, "--", path).stdout)
 
 
 def ls_tree(repo: Path, commit: str, paths: list[str]) -> list[TreeEntry]:
