@@ -9,7 +9,6 @@ BASE    ?= v0.31.0
 # carried`, release order), each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
 # (BASE on the command line or in the environment) checks that one base only.
 ONE_BASE := $(if $(filter command line environment,$(origin BASE)),$(BASE),)
-TO      ?= v0.32.0
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
 VENV    := .venv
@@ -55,11 +54,22 @@ lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt (uv; local CPU to
 seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from (PLUGIN= pins another)
 	$(TOOL) seam-table $(BASE) $(if $(PLUGIN),--plugin '$(PLUGIN)',) $(FORCE_FLAG)
 
+# make carry VERSION=0.34.0 [PLUGIN='turbo-attn==X'] [VERDICT=...] [REASON='...']: what a user gives reaches
+# the tool through the environment, taken with $(value), as for make port (nothing in it is re-read as shell).
+carry: export TKV_CARRY_VERSION := $(value VERSION)
+carry: export TKV_CARRY_PLUGIN := $(value PLUGIN)
+carry: export TKV_CARRY_VERDICT := $(value VERDICT)
+carry: export TKV_CARRY_REASON := $(value REASON)
 carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (make carry VERSION=0.34.0; again after each stop)
-	@test -n "$(VERSION)" || { echo "usage: make carry VERSION=0.34.0" >&2; exit 2; }
-	$(TOOL) carry $(VERSION)$(if $(PLUGIN), --plugin '$(PLUGIN)',)$(if $(VERDICT), --verdict "$(VERDICT)",)$(if $(REASON), --reason "$(REASON)",)
+	@if [ -z "$$TKV_CARRY_VERSION" ]; then echo "usage: make carry VERSION=0.34.0" >&2; exit 2; fi; \
+	set -- carry "$$TKV_CARRY_VERSION"; \
+	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
+	if [ -n "$$TKV_CARRY_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_CARRY_VERDICT"; fi; \
+	if [ -n "$$TKV_CARRY_REASON" ]; then set -- "$$@" --reason "$$TKV_CARRY_REASON"; fi; \
+	echo "$(TOOL) $$*" >&2; \
+	exec $(TOOL) "$$@" $(if $(value JSON),--json,)
 
-retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/kept/; not v0.31.0)
+retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dropped/; not v0.31.0)
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
 	$(TOOL) retire $(BASE) $(FORCE_FLAG)
 
@@ -148,12 +158,32 @@ image: apply ## Build the overlay image (BASE_IMAGE= STAND_IN=1 TURBO_ATTN= PUSH
 standin: apply ## Import a local stand-in of BASE's official image (no registry needed; INSTALLER=none: no uv)
 	$(TOOL) standin --base $(BASE) $(if $(JSON),--json,)
 
-# make port TO=v0.33.0 [REPORT=1] [JSON=1] [CONTINUE=1] [SKIP='<reason>'] [VERDICT=...] [REASON=...]
-#           [STATUS=1] [ABORT=1] [FINISH=1] [FORCE=1]   (README.md, "Forward-port")
-PORT_MODE := $(if $(REPORT),--report,)$(if $(CONTINUE),--continue,)$(if $(SKIP),--skip --reason "$(SKIP)",)$(if $(STATUS),--status,)$(if $(ABORT),--abort,)$(if $(FINISH),--finish,)
-port: venv ## Forward-port BASE's queue onto TO: REPORT=1 one-shot report; else start/CONTINUE=1/SKIP=why/ABORT=1
-	$(TOOL) port --base $(BASE) --to $(TO) $(PORT_MODE) $(if $(VERDICT),--verdict "$(VERDICT)",) \
-	    $(if $(REASON),--reason "$(REASON)",) $(if $(JSON),--json,) $(FORCE_FLAG)
+# make port VERB=<verb> TO=<base> [BASE=<base>] [REASON='...'] [VERDICT=...] [PORT_TREE=<dir>] [JSON=1] [FORCE=1]
+# One verb per run (README.md, "Forward-port"). The text a user gives (VERB, TO, BASE, REASON,
+# VERDICT, PORT_TREE) reaches the tool through the environment, taken with $(value): make expands
+# nothing in it and the shell runs nothing in it ("$$VAR" is never re-read as shell).
+PORT_VERBS := report start continue skip abort status finish
+unexport VERB TO REASON VERDICT PORT_TREE SKIP
+port: export TKV_PORT_VERB := $(value VERB)
+port: export TKV_PORT_TO := $(value TO)
+port: export TKV_PORT_BASE := $(ONE_BASE)
+port: export TKV_PORT_REASON := $(value REASON)
+port: export TKV_PORT_VERDICT := $(value VERDICT)
+port: export TKV_PORT_TREE := $(value PORT_TREE)
+port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABORT FINISH,$(if $(value $(v)),$(v)=)))
+port: venv ## Forward-port onto TO, one VERB: report|start|continue|skip|abort|status|finish (BASE= default: the newest carried base older than TO; REASON= VERDICT=)
+	@if [ -n "$$TKV_PORT_OLD" ]; then \
+	  echo "make port: $$TKV_PORT_OLD is gone: one verb per run, make port VERB=<$(PORT_VERBS)> TO=<base>" >&2; exit 2; fi; \
+	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) \
+	  echo "usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON='...'] [VERDICT=...] (got VERB='$$TKV_PORT_VERB')" >&2; exit 2;; esac; \
+	if [ -z "$$TKV_PORT_TO" ]; then echo "usage: make port VERB=$$TKV_PORT_VERB TO=<base>" >&2; exit 2; fi; \
+	set -- port "$$TKV_PORT_VERB" --to "$$TKV_PORT_TO"; \
+	case "$$TKV_PORT_VERB" in report|start) [ -z "$$TKV_PORT_BASE" ] || set -- "$$@" --base "$$TKV_PORT_BASE";; esac; \
+	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \
+	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \
+	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
+	echo "$(TOOL) $$*" >&2; \
+	exec $(TOOL) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 
 # DIFF and BASE reach `drift --diff` through the environment; without BASE= every pair of bases.
 drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff
@@ -172,8 +202,9 @@ watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/
 	@rc=0; $(TOOL) watch $(WATCH_ARGS) || rc=$$?; \
 	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
 
-clean: ## Remove build/ (keeps the venvs and the download cache)
-	rm -rf build
+clean: ## Remove build/ but build/dropped/ (what the tool kept of trees it removed); keeps the venvs and the cache
+	@if [ -d build ]; then find build -mindepth 1 -maxdepth 1 ! -name dropped -exec rm -rf {} +; fi
+	@if [ -d build/dropped ]; then echo "make clean: kept build/dropped/ (rm -rf build/dropped to drop it)"; fi
 
 check-refresh: apply ## apply then refresh changes no byte of patches/ or series
 	$(TOOL) refresh --base $(BASE)

@@ -41,25 +41,8 @@ from tkvseam.seamtest.runner import Runner
 ROOT = Path(__file__).resolve().parents[1]
 GIT_CLONE_BYTES = 1.1e9  # "the vLLM repository history is over 1.1 GB" (issue; lower bound)
 
-MODEL_CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "vocab_size": 128,
-    "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 10000.0,
-    "torch_dtype": "bfloat16",
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "num_hidden_layers": 2,
-}
+# The tests' tiny Llama (no weights): what `create_engine_config()` and the planner are timed on.
+MODEL_CONFIG = json.loads((ROOT / "tests" / "data" / "tiny-llama.json").read_text())
 
 # `import vllm`: a fresh process per sample (that is what it costs a user).
 # Timed in CPU seconds of the process (wall seconds beside): a loaded machine stretches wall time

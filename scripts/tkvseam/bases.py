@@ -1,32 +1,27 @@
 """Known upstream bases and their sources: a verified PyPI sdist, or git.
 
-Both routes end in a *pristine base repository* in the cache: a git repo whose
+Both routes end in a *pristine base repository* in the cache (``baserepo``): a git repo whose
 base commit holds exactly the upstream v0.31.0 tree. ``apply`` clones it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import shutil
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from . import git, index, unpack
+from . import index, unpack
 from .errors import NetworkError, SeamError, UsageError, VerifyError
 from .index import default_index_url
-from .lock import locked
 from .outputs import is_inside, symlink_on_the_way
 from .progress import QUIET, Progress
 from .series import Queue
 
-BASE_AUTHOR = "vLLM upstream <base@tkv-seam.invalid>"
 _COMMIT_RE = re.compile(r"""^__commit_id__\s*=.*?['"]g?([0-9a-f]{7,40})['"]""", re.M)
 _VERSION_RE = re.compile(r"""^__version__\s*=.*?['"]([^'"]+)['"]""", re.M)
 
@@ -451,182 +446,3 @@ def unpack_sdist(tarball: Path, base: Base, dest: Path, progress: Progress = QUI
         progress.step(f"unpack {tarball.name}")
         sdist.extract(dest)
     return commit
-
-
-# --------------------------------------------------------------------------- pristine repo
-
-
-@dataclass(frozen=True)
-class BaseRepo:
-    """A local git repository holding the pristine base at ``commit``."""
-
-    path: Path
-    commit: str
-    source: str  # "sdist" or "git"
-    upstream_commit: str  # the upstream commit id (prefix) the source proved
-
-
-def _base_info(path: Path) -> dict | None:
-    info = path / ".git" / "tkv-seam-base.json"
-    if not info.exists():
-        info = path / "tkv-seam-base.json"  # bare mirror
-    try:
-        return json.loads(info.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _check_repo(repo: Path, commit: str, tree_id: str | None, full: bool) -> str | None:
-    """Why the cached repository ``repo`` cannot be trusted, or None.
-
-    Always (cheap): the base commit's tree id is the one recorded at build time and every
-    object it reaches is present (``fsck --connectivity-only``). ``full``: every object's
-    content is hashed again (``git fsck``, a few seconds on vLLM; ``fetch`` does it).
-    """
-    proc = git.run(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}", check=False)
-    if proc.returncode != 0:
-        return f"the base commit {commit[:12]} cannot be read"
-    if tree_id and proc.stdout.decode().strip() != tree_id:
-        return f"the base commit's tree is {proc.stdout.decode().strip()[:12]}, recorded {tree_id[:12]}"
-    # --no-dangling: unreferenced objects are normal (old builds); only what the base reaches counts
-    args = ["fsck", "--no-dangling", "--no-progress"] + ([] if full else ["--connectivity-only"])
-    proc = git.run(repo, *args, commit, check=False)
-    if proc.returncode != 0:
-        lines = proc.stderr.decode(errors="replace").strip().splitlines() or ["git fsck failed"]
-        return lines[0]
-    return None
-
-
-def _interrupted_builds(bases_dir: Path, name: str) -> list[Path]:
-    """The ``mkdtemp(prefix=".<name>-")`` directories of this base (8 random characters, so
-    ``.v0.31.0-rc1-…`` of another base never matches ``v0.31.0``)."""
-    pattern = re.compile(rf"\.{re.escape(name)}-[a-z0-9_]{{8}}")
-    if not bases_dir.exists():
-        return []
-    return sorted(p for p in bases_dir.iterdir() if pattern.fullmatch(p.name))
-
-
-def sdist_base_repo(
-    base: Base,
-    cache: Path,
-    index_url: str | None = None,
-    progress: Progress = QUIET,
-    full_check: bool = False,
-) -> tuple[BaseRepo, int]:
-    """The pristine repo built from the verified sdist (cached, checked); and bytes fetched.
-
-    Holds the cache entry's lock; removes the temporary directories of interrupted builds.
-    A cached repository that fails its check is rebuilt from the verified sdist.
-    """
-    with locked(lock_file(cache, f"base-{base.name}-sdist"), f"the cached base {base.name}", progress):
-        repo = cache / "bases" / f"{base.name}-sdist"
-        for leftover in _interrupted_builds(repo.parent, base.name):
-            progress.step(f"remove {leftover} (left by an interrupted build)")
-            shutil.rmtree(leftover, ignore_errors=True)
-        tarball, fetched = fetch_sdist(base, cache, index_url, progress)
-        info = _base_info(repo)
-        if info and info.get("sha256") == base.sdist.sha256:
-            problem = _check_repo(repo, info["commit"], info.get("tree"), full_check)
-            if problem is None:
-                return BaseRepo(repo, info["commit"], "sdist", info["upstream_commit"]), fetched
-            progress.warn(f"the cached base {repo} is damaged ({problem}); rebuilding it from {tarball.name}")
-        return _build_sdist_repo(base, tarball, repo, progress), fetched
-
-
-def _build_sdist_repo(base: Base, tarball: Path, repo: Path, progress: Progress) -> BaseRepo:
-    with unpack.Sdist(tarball, _sdist_hint(tarball)) as sdist:
-        # every member and the release's commit are checked before anything is written
-        upstream = check_version_file(_version_text(sdist), base, f"{tarball.name}:vllm/_version.py")
-        repo.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{base.name}-", dir=repo.parent))
-        try:
-            progress.step(f"unpack {tarball.name}")
-            sdist.extract(work / "tree")
-        except BaseException:
-            shutil.rmtree(work, ignore_errors=True)
-            raise
-    try:
-        tree = work / "tree"
-        progress.step(f"record pristine {base.name} in git")
-        git.init(tree, branch="base")
-        commit = git.commit(
-            tree,
-            f"vLLM {base.tag} ({upstream}) pristine base from {base.sdist.filename}\n",
-            BASE_AUTHOR,
-        )
-        info = {
-            "base": base.name,
-            "sha256": base.sdist.sha256,
-            "commit": commit,
-            "tree": git.out(tree, "rev-parse", f"{commit}^{{tree}}"),
-            "upstream_commit": upstream,
-        }
-        (tree / ".git" / "tkv-seam-base.json").write_text(json.dumps(info, indent=1))
-        if repo.exists():
-            os.replace(repo, work / "old")  # removed with work below
-        os.replace(tree, repo)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return BaseRepo(repo, commit, "sdist", upstream)
-
-
-def git_base_repo(
-    base: Base, cache: Path, url: str, progress: Progress = QUIET, full_check: bool = False
-) -> BaseRepo:
-    """A bare mirror of ``url`` in the cache, checked: tag ``base.tag`` is the pinned commit."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/"))[-80:]
-    mirror = cache / "git" / f"{slug}.git"
-    with locked(lock_file(cache, f"git-{slug}"), f"the cached mirror of {url}", progress):
-        for leftover in sorted(mirror.parent.glob(f".{slug}.clone-*")) if mirror.parent.exists() else []:
-            shutil.rmtree(leftover, ignore_errors=True)
-        if mirror.exists():
-            progress.step(f"fetch {base.tag} from {url}")
-            git.run(mirror, "fetch", "--quiet", "--tags", "--force", url)
-        else:
-            progress.step(f"clone {url}")
-            mirror.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{slug}.clone-", dir=mirror.parent))
-            try:
-                git.run(None, "clone", "--quiet", "--bare", url, str(tmp / "m.git"))
-                os.replace(tmp / "m.git", mirror)
-            except SeamError as e:
-                raise NetworkError(
-                    f"cannot clone {url}: {e.message}", hint="check the URL and network access, then retry"
-                ) from e
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        proc = git.run(
-            mirror, "rev-parse", "--verify", "--quiet", f"refs/tags/{base.tag}^{{commit}}", check=False
-        )
-        if proc.returncode != 0:
-            raise VerifyError(f"{url} has no tag {base.tag}", hint=f"git ls-remote --tags {url}")
-        commit = proc.stdout.decode().strip()
-        if not base.commit_matches(commit):
-            raise VerifyError(
-                f"{url}: tag {base.tag} is commit {commit}, the pin is {base.commit_prefix}",
-                hint="the repository's tag moved or is not upstream vLLM; check VLLM_GIT",
-            )
-        problem = _check_repo(mirror, commit, None, full_check)
-        if problem:
-            raise VerifyError(
-                f"the cached mirror {mirror} is damaged: {problem}",
-                hint=f"rm -rf {mirror}, then run the command again (it clones afresh)",
-            )
-    return BaseRepo(mirror, commit, "git", commit)
-
-
-def base_repo(
-    base: Base,
-    cache: Path,
-    git_url: str | None = None,
-    index_url: str | None = None,
-    progress: Progress = QUIET,
-    full_check: bool = False,
-) -> tuple[BaseRepo, int]:
-    """The pristine base from git (when ``git_url``) or from the sdist; bytes fetched.
-
-    ``full_check`` re-hashes every object of the cached repository (``fetch`` does).
-    """
-    if git_url:
-        return git_base_repo(base, cache, git_url, progress, full_check), 0
-    return sdist_base_repo(base, cache, index_url, progress, full_check)

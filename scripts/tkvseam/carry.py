@@ -178,51 +178,38 @@ def _lock(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
 
 
 class _Port:
-    """The resumable port onto ``base`` in ``build/port-<base>`` (the port verbs, driven by code)."""
+    """The resumable port onto ``base`` in ``build/port-<base>``: ``port.PortSession``, the port
+    verbs driven by code."""
 
     def __init__(self, root: Path, base: Base, cache: Path, progress: Progress):
-        from . import port
+        from .port import PortSession
 
-        self.root, self.base, self.cache, self.progress = root, base, cache, progress
-        self.tree = port.port_tree(root, base.name)
+        self.session = PortSession(root, base, None, cache, progress)
+        self.tree = self.session.path
 
     def _state(self):
-        from . import port
-
-        return port.PortState.load(self.tree) if self.tree.exists() else None
+        return self.session.seam.load()
 
     def in_progress(self) -> bool:
         state = self._state()
-        return state is not None and not state.finished
+        return state is not None and state.port_in_progress
 
     def source(self) -> str | None:
-        state = self._state()
-        return state.from_base if state is not None and not state.finished else None
+        return self._state().port.from_base if self.in_progress() else None
 
     def start(self, source: Base):
-        from . import port
-        from .lock import locked, tree_lock_path
-
-        with locked(tree_lock_path(self.tree), str(self.tree), self.progress):
-            port.start(self.root, source, self.base, self.cache, self.tree, self.progress)
-            return self._finish()
+        return _done(self.session.start(source))
 
     def continue_(self, verdict: str | None, reason: str | None):
-        from . import port
-        from .lock import locked, tree_lock_path
+        return _done(self.session.continue_(verdict, reason))
 
-        with locked(tree_lock_path(self.tree), str(self.tree), self.progress):
-            port.resume(self.root, self.base, self.tree, verdict, reason, self.progress)
-            return self._finish()
 
-    def _finish(self):
-        from . import port
-
-        done = port.finish(self.root, self.base, self.tree, cache=self.cache)
-        return _Done([dict(vars(e)) for e in done.exported], done.problems)
+def _done(finished) -> _Done:
+    return _Done([dict(vars(e)) for e in finished.exported], finished.problems, finished.backup)
 
 
 @dataclass
 class _Done:
     exported: list[dict]  # name, status ("added", "updated", "unchanged", "removed")
     problems: list[str]
+    backup: Path | None = None  # queue files the port's finish replaced, as they were

@@ -16,7 +16,7 @@ build of torch this machine has, and upstream's test runner pins. ``uv pip compi
 
 The lock's header (``#`` lines, which ``uv pip install -r`` skips) says all of this and the one
 command that remakes it. A lock that changes is replaced; the old one is kept under
-``build/kept/``.
+``build/dropped/``.
 """
 
 from __future__ import annotations

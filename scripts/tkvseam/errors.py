@@ -10,7 +10,8 @@ Exit codes (also in README.md):
 4     verification failed (sha256, size, commit id, pristine file, base image,
       an sdist member or an index entry refused)
 5     refused to overwrite work (uncommitted edits, unrefreshed commits,
-      edited patch files, an output directory tkv-seam did not make)
+      edited patch files, an output directory tkv-seam did not make, a port in
+      progress, a queue changed since its port started, a tree given as a symlink)
 6     lint found problems
 7     Docker engine unreachable or image build failed
 8     network or download failure (also an index answer that is not PEP 691);
@@ -21,7 +22,7 @@ Exit codes (also in README.md):
 11    watch: a vLLM release newer than the carried base exists (not a failure:
       a scheduled job notifies on it)
 12    port stopped, needs you: a patch did not apply onto the new base (resolve
-      and ``port --continue``, or ``--skip``); ``port --report``: some patch
+      and ``port continue``, or ``port skip``); ``port report``: some patch
       did not apply
 ====  ==========================================================================
 """

@@ -1,48 +1,29 @@
 """Refresh: turn the build tree's commits after the base back into the base's own queue.
 
-The output is canonical ``git format-patch`` text, made byte-stable:
-
-- ``--zero-commit``: the ``From <id>`` line is all zeros, so ids never churn;
-- ``--full-index``: full blob ids on ``index`` lines, so ``git am -3`` / a later
-  3-way forward-port finds the preimages;
-- ``--no-signature``: no git-version trailer that changes with the git release;
-- ``--no-stat``: no diffstat, whose layout varies between git versions;
-- ``--no-renames``: plain deletions/additions that every tool (quilt, unidiff) reads;
-- ``-N``: ``[PATCH]`` without ``n/m`` numbering, which would change on every insertion;
-- the ``Date:`` header is dropped: no timestamps.
+The output is canonical ``git format-patch`` text, made byte-stable (``git.format_patch``
+gives each flag's reason) with the ``Date:`` header dropped: no timestamps.
+``write_queue`` writes a queue (only the one named) and is what ``port finish`` uses too.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-import time
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import git
-from .apply import BASE_TAG, inputs_digest
+from .apply import inputs_digest
 from .bases import Base
 from .errors import TOOL, RefusedError, SeamError
-from .lock import locked, tree_lock_path
-from .patch import Header, parse_text
+from .fsutil import atomic_write
+from .patch import Header, PatchFormatError, parse_text
 from .progress import QUIET, Progress
+from .seamtree import BASE_TAG, SeamTree
 from .series import Queue, Series, patch_filename, read_series, write_series
 from .state import AppliedPatch, TreeState
 
-FORMAT_PATCH_ARGS = (
-    "format-patch",
-    "-1",
-    "--stdout",
-    "--zero-commit",
-    "--full-index",
-    "--no-signature",
-    "--no-stat",
-    "--no-renames",
-    "-N",
-    "--encoding=UTF-8",
-)
+
+VERDICTS = "PORT.md"  # a port's verdict table, beside the new queue's patches
 
 
 @dataclass
@@ -53,7 +34,7 @@ class Exported:
 
 def format_commit(tree: Path, commit: str) -> str:
     """One commit as canonical patch text."""
-    data = git.run(tree, *FORMAT_PATCH_ARGS, commit).stdout
+    data = git.format_patch(tree, commit)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -71,14 +52,13 @@ def format_commit(tree: Path, commit: str) -> str:
 
 
 def commits_after_base(tree: Path, base_commit: str) -> list[str]:
-    merges = git.out(tree, "rev-list", "--merges", f"{base_commit}..HEAD")
+    merges = git.merges_after(tree, base_commit)
     if merges:
         raise SeamError(
-            f"{tree}: merge commits after the base cannot be exported: {merges.split()[0][:12]}",
+            f"{tree}: merge commits after the base cannot be exported: {merges[0][:12]}",
             hint=f"linearise the branch (git -C {tree} rebase {BASE_TAG}) and refresh again",
         )
-    out = git.out(tree, "rev-list", "--reverse", f"{base_commit}..HEAD")
-    return out.split() if out else []
+    return git.commits_after(tree, base_commit)
 
 
 def edited_since_apply(state: TreeState, series: Series) -> list[str]:
@@ -90,18 +70,43 @@ def edited_since_apply(state: TreeState, series: Series) -> list[str]:
     return edited
 
 
-def _back_up(tree: Path, series: Series, edited: list[str]) -> Path:
-    """Copy the edited patch files into the tree's ``.git/tkv-seam-dropped/<time>/``."""
-    keep = (
-        tree / ".git" / "tkv-seam-dropped" / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-    )
-    (keep / "patches").mkdir(parents=True, exist_ok=True)
-    for name in series.names:
-        if series.path(name).exists():
-            shutil.copy2(series.path(name), keep / "patches" / name)
-    if series.file.exists():
-        shutil.copy2(series.file, keep / "series")
-    return keep
+def queue_snapshot(root: Path, queue: Queue) -> dict[str, bytes]:
+    """The files of a queue a writer may replace (its series, its ``*.patch``, its PORT.md):
+    project-relative path -> bytes."""
+    files = [root / queue.series, root / queue.patches / VERDICTS]
+    patches = root / queue.patches
+    if patches.is_dir():
+        files += sorted(patches.glob("*.patch"))
+    return {str(p.relative_to(root)): p.read_bytes() for p in files if p.is_file() and not p.is_symlink()}
+
+
+def queue_digest(root: Path, queue: Queue) -> str:
+    """sha256 over a queue's files (``absent`` when it has none): what a port finds at its start."""
+    files = queue_snapshot(root, queue)
+    if not files:
+        return "absent"
+    h = hashlib.sha256()
+    for rel, data in sorted(files.items()):
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).hexdigest().encode() + b"\0")
+    return h.hexdigest()
+
+
+def queue_edits(root: Path, queue: Queue) -> list[tuple[str, str]]:
+    """Uncommitted changes (and untracked files) of the queue in the project's git; none when the
+    project is not a git repository."""
+    if git.toplevel(root) is None:
+        return []
+    return [(st.strip() or "??", p) for st, p in git.status_paths(root, [queue.series, queue.patches])]
+
+
+def changed_files(before: dict[str, bytes], root: Path) -> dict[str, bytes]:
+    """The files of ``before`` (a snapshot) whose bytes are no longer at their path."""
+    out = {}
+    for rel, data in before.items():
+        p = root / rel
+        if not p.is_file() or p.read_bytes() != data:
+            out[rel] = data
+    return out
 
 
 def keep_header(text: str, old: Header | None) -> tuple[str, list[str]]:
@@ -124,7 +129,13 @@ def keep_header(text: str, old: Header | None) -> tuple[str, list[str]]:
 
 
 def write_queue(
-    root: Path, queue: Queue, texts: dict[str, str], order: list[str], force: bool = False, again: str = ""
+    root: Path,
+    queue: Queue,
+    texts: dict[str, str],
+    order: list[str],
+    force: bool = False,
+    again: str = "",
+    verb: str = "refresh",
 ) -> list[Exported]:
     """Write ``texts`` as the queue at ``queue`` (and only there); refuse to delete a patch unless ``force``.
 
@@ -133,14 +144,17 @@ def write_queue(
     old = read_series(root, queue) if (root / queue.series).exists() else Series(root, [], queue)
     old_headers = {}
     for name in old.names:
-        if old.path(name).exists():
-            header = parse_text(old.path(name).read_text(), name).header
+        if old.path(name).is_file():
+            try:
+                header = parse_text(old.path(name).read_text(), name).header
+            except (PatchFormatError, UnicodeDecodeError):
+                continue  # not a patch (its bytes are kept by the caller's backup): no header to keep
             old_headers[header.slug] = header
     gone = [n for n in old.names if n not in texts and old.path(n).exists()]
     if gone and not force:
         listing = "\n".join(f"    {old.path(n).relative_to(root)}" for n in gone)
         raise RefusedError(
-            f"refresh would delete {len(gone)} patch(es) of {queue.series} that the tree has no commit for:\n"
+            f"{verb} would delete {len(gone)} patch(es) of {queue.series} that the tree has no commit for:\n"
             + listing,
             hint="keep them: add their commits back to the tree; delete them: "
             + (again or "run it again with --force"),
@@ -157,10 +171,7 @@ def write_queue(
             continue
         status = "updated" if path.exists() else "added"
         report.append(Exported(name, status + (f" (kept {', '.join(kept)})" if kept else "")))
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=patches)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        atomic_write(path, data)
     for name in gone:
         old.path(name).unlink()
         report.append(Exported(name, "removed"))
@@ -187,18 +198,35 @@ def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str
     return texts, order
 
 
+def record_export(tree: Path, state: TreeState, base: Base, root: Path, order: list[str]) -> None:
+    """Record in ``state`` what the queue now holds: its patches (name, commit, files), HEAD, digests."""
+    series = read_series(root, base.queue)
+    commits = commits_after_base(tree, state.base_commit)
+    state.patches = [AppliedPatch(n, c, git.files_of(tree, c)) for n, c in zip(order, commits)]
+    state.head = git.head(tree)
+    state.digest = inputs_digest(base, state.source, series)
+    state.inputs = series.file_digests()
+
+
 def refresh(
     root: Path, base: Base, tree: Path, force: bool = False, progress: Progress = QUIET
 ) -> list[Exported]:
     """Export the tree's commits to ``base``'s own queue (bases.toml); refuse to lose work."""
-    with locked(tree_lock_path(tree), str(tree), progress):
-        return _refresh(root, base, tree, force, progress)
+    seam = SeamTree(tree)
+    with seam.locked(progress):
+        return _refresh(root, base, seam, force, progress)
 
 
-def _refresh(root: Path, base: Base, tree: Path, force: bool, progress: Progress) -> list[Exported]:
-    state = TreeState.load(tree)
-    if state is None:
-        raise SeamError(f"{tree} is not a tree made by tkv-seam apply", hint="make apply")
+def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Progress) -> list[Exported]:
+    tree = seam.path
+    state = seam.state()
+    if state.port_in_progress:
+        where = f"stopped at {state.port.current}" if state.port.current else "not finished"
+        raise RefusedError(
+            f"{tree} is a port to {state.base} in progress ({where}); its queue is written when it "
+            "finishes, not by refresh",
+            hint=f"{TOOL} port status --to {state.base} --tree {tree}   (then continue, skip or finish)",
+        )
     if state.base != base.name:
         raise RefusedError(
             f"{tree} was applied on {state.base}, not {base.name}: refresh would write "
@@ -231,20 +259,12 @@ def _refresh(root: Path, base: Base, tree: Path, force: bool, progress: Progress
                 f"commits in a ref); keep the tree commits: `make refresh BASE={base.name} FORCE=1` "
                 "(backs up the patch files first)",
             )
-        keep = _back_up(tree, series, edited)
+        keep = seam.back_up(queue_snapshot(root, base.queue))
         progress.warn(f"--force overwrites the edits to {base.queue.patches}/{named}\nbacked up in {keep}")
-    commits = commits_after_base(tree, state.base_commit)
     texts, order = export_texts(tree, state.base_commit)
     report = write_queue(
         root, base.queue, texts, order, force, again=f"make refresh BASE={base.name} FORCE=1"
     )
-    new_series = read_series(root, base.queue)
-    state.patches = [
-        AppliedPatch(n, c, git.out(tree, "diff-tree", "--no-commit-id", "--name-only", "-r", c).split())
-        for n, c in zip(order, commits)
-    ]
-    state.head = git.head(tree)
-    state.digest = inputs_digest(base, state.source, new_series)
-    state.inputs = new_series.file_digests()
-    state.save(tree)
+    record_export(tree, state, base, root, order)
+    seam.save(state)
     return report

@@ -1,30 +1,30 @@
-"""Copies of what a step replaces or removes, kept under ``build/kept/<time>-<why>/``.
+"""Copies of what a step replaces or removes, kept under ``build/dropped/<time>-<why>/``.
 
 A destructive step of ``seam-table --force``, ``lock-cpu`` or ``retire`` first copies what
 it is about to change, at the same project-relative paths, and says where
-(``cp -a build/kept/<dir>/<path> <path>`` puts a file back).
+(``cp -a build/dropped/<dir>/<path> <path>`` puts a file back). ``build/dropped/`` is where
+the tool keeps what it drops (``port abort``'s bundles too); ``make clean`` leaves it.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import time
 from pathlib import Path
 
+from .fsutil import stamp
 
-KEPT = Path("build") / "kept"
+
+KEPT = Path("build") / "dropped"
 
 
 def keep(root: Path, paths: list[Path], why: str) -> Path:
     """Copy each of ``paths`` (files or directories inside ``root``) into a new kept directory.
 
-    Symlinks are copied as symlinks (never followed); a path outside the project is refused.
+    Symlinks are copied as symlinks (never followed); a file outside the project goes to ``_outside/``.
     """
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", why).strip("-") or "kept"
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    dest = root / KEPT / f"{stamp}-{slug}-{os.getpid()}"
+    dest = root / KEPT / f"{stamp()}-{slug}"
     dest.mkdir(parents=True, exist_ok=False)
     for path in paths:
         rel = _inside(root, path)

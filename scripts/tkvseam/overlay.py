@@ -26,7 +26,7 @@ from .lock import locked, tree_lock_path
 from .outputs import replace_output_dir, seal_output_dir
 from .patch import Patch
 from .progress import QUIET, Progress
-from .state import load_state
+from .seamtree import SeamTree
 
 PACKAGE_PREFIX = "vllm/"
 INSTALLER = Path(__file__).with_name("overlay_install.py")
@@ -62,14 +62,14 @@ def queue_overlay_paths(root: Path, base) -> list[str]:
 
 
 def _blob(tree: Path, commit: str, path: str) -> bytes:
-    return git.run(tree, "show", f"{commit}:{path}").stdout
+    return git.show_required(tree, commit, path)
 
 
 def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series_digest: str = "") -> dict:
     """Write manifest.json and overlay/ for ``commit`` of the build tree into ``dest``."""
-    state = load_state(tree)
+    state = SeamTree(tree).state()
     base_commit = state.base_commit
-    commit = git.out(tree, "rev-parse", commit)
+    commit = git.rev_parse(tree, commit)
     replace_output_dir(dest, STAGE_KIND, STAGE_NAMES, legacy=_legacy_stage)
     (dest / "overlay").mkdir()
     files = []

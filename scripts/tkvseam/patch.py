@@ -25,6 +25,7 @@ from __future__ import annotations
 import email.header
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
 from unidiff import PatchSet
@@ -305,6 +306,14 @@ def _hunk_sides(hunk) -> tuple[list[str], list[str]]:
 MAX_FUZZ = 2  # GNU patch's default --fuzz
 
 
+class PlacementKind(StrEnum):
+    EXACT = "exact"
+    OFFSET = "offset"
+    FUZZ = "fuzz"
+    EOF = "eof"
+    FAILS = "fails"
+
+
 @dataclass
 class Placement:
     """Where GNU patch would put a hunk: the structured finding that apply and port both render.
@@ -316,16 +325,19 @@ class Placement:
     from the named line; ``mismatch`` the first differing line at the named position.
     """
 
-    kind: str
+    kind: PlacementKind
     line: int | None
     delta: int = 0
     fuzz: int = 0
     mismatch: tuple[int, str, str | None] | None = None
 
+    def __post_init__(self) -> None:
+        self.kind = PlacementKind(self.kind)
+
     @property
     def status(self) -> str:
-        if self.kind in ("exact", "fails"):
-            return self.kind
+        if self.kind in (PlacementKind.EXACT, PlacementKind.FAILS):
+            return str(self.kind)
         if self.kind == "eof":
             return f"end of file (now line {self.line})" + (f", fuzz {self.fuzz}" if self.fuzz else "")
         if self.kind == "offset":
@@ -403,7 +415,7 @@ def _diagnose(lines: list[str], hunk, start: int | None = None, floor: int = 0, 
     prefix, suffix = hunk_context(hunk)
     at_end = suffix < prefix  # patch and git apply anchor such a hunk at the end of the file
     if n == 0 or (mismatch is None and (not at_end or start + n == len(lines))):
-        return Placement("exact", start + 1)
+        return Placement(PlacementKind.EXACT, start + 1)
     context = max(prefix, suffix)
     guess = start + shift
     for fuzz in range(0, min(MAX_FUZZ, context) + 1):
@@ -424,7 +436,7 @@ def _diagnose(lines: list[str], hunk, start: int | None = None, floor: int = 0, 
             for pos in (guess + off, guess - off) if off else (guess,):
                 if lo <= pos <= hi and _matches(lines, src, pos, top, bottom):
                     return _placed("fuzz" if fuzz else "offset", pos, start, fuzz, mismatch)
-    return Placement("fails", None, mismatch=mismatch)
+    return Placement(PlacementKind.FAILS, None, mismatch=mismatch)
 
 
 def _placed(kind: str, pos: int, start: int, fuzz: int, mismatch) -> Placement:

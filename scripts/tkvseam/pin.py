@@ -17,8 +17,6 @@ file's own lock, so two pins at once both land and one download serves both.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from .bases import (
 )
 from .basesfile import insert_base
 from .errors import EXIT_USAGE, SeamError, VerifyError
+from .fsutil import atomic_write
 from .index import IndexFile, Listing, listing
 from .lock import locked, tree_lock_path
 from .progress import QUIET, Progress
@@ -161,14 +160,7 @@ def _write_entry(bases_file: Path, base: Base) -> None:
     table.add("image", _inline(asdict(base.image)))
     table.add("queue", _inline({"series": base.queue.series, "patches": base.queue.patches}))
     insert_base(doc, base.name, table)  # release order, whatever order pins arrive in
-    fd, tmp = tempfile.mkstemp(prefix=f".{bases_file.name}.", dir=bases_file.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(tomlkit.dumps(doc))
-        os.replace(tmp, bases_file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(bases_file, tomlkit.dumps(doc))  # keeps the file's mode
 
 
 def pin(
@@ -212,7 +204,7 @@ def pin(
         (commit,),
         sdist,
         Image(f"{OFFICIAL_IMAGE}:{name}", commit, "", ""),
-        queue=Queue.for_base(name),  # its own queue, made by `tkv-seam port --to <name>`
+        queue=Queue.for_base(name),  # its own queue, made by `tkv-seam port start --to <name>`
     )
     with locked(tree_lock_path(bases_file), f"the bases file {bases_file}", progress):
         existing = load_bases(bases_file, root).get(name)  # again: another pin may have written it

@@ -5,9 +5,9 @@ Everything is checked before anything changes: the top-level queue (v0.31.0's ``
 variables) is refused, and so is a base another port is being carried from, a tree holding
 work the tool did not record (unless ``--force``), or a queue that is a symlink. Then:
 
-1. a copy of the queue directory, the lock and the bases file goes to ``build/kept/<time>-retire-<base>/``;
+1. a copy of the queue directory, the lock and the bases file goes to ``build/dropped/<time>-retire-<base>/``;
 2. the trees: ``build/vllm-<base>``, ``build/port-<base>`` (with ``--force``, one holding your
-   work is moved into the kept directory instead of deleted), ``build/seamtest/<base>``,
+   work is kept in the kept directory first: a bundle, as ``port abort`` keeps a port tree), ``build/seamtest/<base>``,
    ``build/bench/<base>``, the test venv ``.venv-vllm-<base>``, and in the cache the pristine
    repository ``bases/<base>-sdist`` and the stock baselines ``seamtest/upstream-stock-<base>-*``
    (the downloaded sdist stays, like ``make clean`` keeps the download cache);
@@ -19,7 +19,6 @@ work the tool did not record (unless ``--force``), or a queue that is a symlink.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -29,14 +28,14 @@ from pathlib import Path
 from . import basesfile
 from .bases import Base, lock_file, load_bases
 from .carried import PORT_VERDICTS
-from .errors import RefusedError, UsageError
+from .errors import RefusedError, SeamError, UsageError
+from .fsutil import lexists
 from .kept import keep
-from .lock import locked, tree_lock_path
+from .lock import locked
 from .progress import QUIET, Progress
 from .series import DEFAULT_QUEUE, Queue, parse_series_text
-from .state import STATE, check_removable
-
-PORT_STATE = "tkv-seam-port.json"  # a port tree's state (port.PortState), inside its .git
+from .seamtree import SeamTree
+from .state import STATE, Kind, TreeState
 
 
 @dataclass
@@ -75,13 +74,13 @@ def _refuse_top_level(name: str, queue: Queue) -> None:
 def _ports_from(root: Path, name: str) -> list[str]:
     """Port trees under build/ carrying ``name``'s queue forward that have not finished."""
     out = []
-    for state in sorted((root / "build").glob(f"port-*/.git/{PORT_STATE}")):
+    for path in sorted((root / "build").glob("port-*")):
         try:
-            data = json.loads(state.read_text())
-        except (OSError, ValueError):
+            state = SeamTree(path).load()
+        except SeamError:  # a state too new for this tkv-seam: not ours to judge
             continue
-        if isinstance(data, dict) and data.get("from_base") == name and not data.get("finished"):
-            out.append(str(state.parents[1].relative_to(root)))
+        if state is not None and state.port_in_progress and state.port.from_base == name:
+            out.append(str(path.relative_to(root)))
     return out
 
 
@@ -100,13 +99,11 @@ def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
     return own, others
 
 
-def _tree_problem(path: Path) -> str | None:
-    """Why ``path`` (a build tree) may not simply be deleted, or None (absent, or nothing of yours)."""
-    port = path / ".git" / PORT_STATE
-    if port.is_file() and not (path / ".git" / STATE).is_file() and not path.is_symlink():
-        return f"a port in progress (tkv-seam port --to {path.name.removeprefix('port-')} --abort removes it)"
+def _tree_problem(tree: SeamTree, rerun: str) -> str | None:
+    """Why ``tree`` (a build or port tree) may not simply be deleted, or None (absent, or a tree
+    the tool made holding nothing of yours): ``SeamTree.check_replaceable``'s one rule."""
     try:
-        check_removable(path)
+        tree.check_replaceable((Kind.APPLY, Kind.PORT), "tkv-seam", rerun=rerun)
     except RefusedError as e:
         return e.message
     return None
@@ -145,22 +142,24 @@ def retire(
             f"{', '.join(ports)}: a port from {name}'s queue is in progress; it reads that queue's patches",
             hint=f"finish or abort it first: tkv-seam port --to {Path(ports[0]).name.removeprefix('port-')} --abort",
         )
-    trees = [root / "build" / f"vllm-{name}", root / "build" / f"port-{name}"]
+    trees = [SeamTree(root / "build" / f"vllm-{name}"), SeamTree(root / "build" / f"port-{name}")]
     with contextlib.ExitStack() as held:  # no apply or port runs on the trees meanwhile
         for tree in trees:
-            held.enter_context(locked(tree_lock_path(tree), str(tree), progress))
+            if not tree.path.is_symlink():
+                held.enter_context(tree.locked(progress))
         return _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress)
 
 
 def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress) -> RetireResult:
     queue_dir = root / queue.patches
-    problems = {t: p for t in trees if (p := _tree_problem(t))}
+    rerun = f"tkv-seam retire {name}"
+    problems = {t.path: p for t in trees if (p := _tree_problem(t, rerun))}
     if problems and not force:
         lines = "\n".join(f"  {t.relative_to(root)}: {p}" for t, p in problems.items())
         raise RefusedError(
             f"retiring {name} would delete trees holding work the tool did not record:\n{lines}",
-            hint=f"keep it first (e.g. `tkv-seam refresh --base {name}`), or retire with --force "
-            "(the trees are then moved under build/kept/, not deleted)",
+            hint=f"keep it first (e.g. `tkv-seam refresh --base {name}`), or `{rerun} --force` "
+            "(each such tree is then kept in build/dropped/: a bundle of a git tree, else moved there)",
         )
     own, others = _queue_files(root, queue)
     backup = [p for p in (queue_dir, lock, bases_file) if p.exists()]
@@ -169,14 +168,12 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
     progress.step(f"kept {', '.join(str(p.relative_to(root)) for p in backup)} in {result.kept}")
 
     for tree in trees:
-        if tree in problems:
-            dest = kept / tree.relative_to(root)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tree, dest)
-            result.moved.append(f"{tree.relative_to(root)} -> {dest.relative_to(root)}")
-        elif tree.exists():
-            shutil.rmtree(tree)
-            result.removed.append(str(tree.relative_to(root)))
+        rel = tree.path.relative_to(root)
+        if tree.path in problems:
+            result.moved.append(f"{rel} -> {_keep_tree(tree, kept).relative_to(root)}")
+        elif lexists(tree.path):
+            tree.remove()
+            result.removed.append(str(rel))
     for work in (root / "build" / "seamtest" / name, root / "build" / "bench" / name):
         _remove_dir(work, root, result)
     venv = root / f".venv-vllm-{name}"
@@ -207,6 +204,19 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
         result.removed.append(f"{bases_file.name}: [{name!r}] and its .seam table")
         result.to_commit.append(bases_file.name)
     return result
+
+
+def _keep_tree(tree: SeamTree, kept: Path) -> Path:
+    """Keep a tree holding your work in ``kept`` before it goes: a git tree as a bundle of all it
+    holds (``SeamTree.remove_keeping``: refs, index, work tree, the tool's state), anything else
+    (a symlink, a directory that is no repository) moved there as it is."""
+    if tree.path.is_dir() and not tree.path.is_symlink() and (tree.git_dir / "HEAD").is_file():
+        extra = {STATE: TreeState.path(tree.path).read_bytes()} if TreeState.path(tree.path).is_file() else {}
+        return tree.remove_keeping(kept, extra)
+    dest = kept / "build" / tree.path.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tree.path, dest)
+    return dest
 
 
 def _remove_dir(path: Path, top: Path, result: RetireResult, label: str | None = None) -> None:

@@ -30,7 +30,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from . import basesfile, git
-from .bases import Base, BaseRepo, Plugin, SeamPins, base_repo
+from .bases import Base, Plugin, SeamPins
+from .baserepo import BaseRepo, base_repo
 from .index import default_index_url, listing
 from .carried import carried_before
 from .errors import RefusedError, SeamError, UsageError
@@ -194,30 +195,18 @@ def renames(old: BaseRepo, new: BaseRepo, paths: list[str], top: str = "tests") 
     (``git diff -M`` over ``top``, in a scratch repository borrowing both repos' objects)."""
     scratch = Path(tempfile.mkdtemp(prefix="tkv-seam-renames-"))
     try:
-        git.run(None, "init", "-q", "--bare", str(scratch))
-        alternates = scratch / "objects" / "info" / "alternates"
+        git.init(scratch)
+        alternates = scratch / ".git" / "objects" / "info" / "alternates"
+        alternates.parent.mkdir(parents=True, exist_ok=True)
         alternates.write_text(f"{_objects(old.path)}\n{_objects(new.path)}\n")
-        # -l0: no limit on rename candidates (a release moves many test files at once)
-        out = git.run(
-            scratch, "diff", "-M", "-l0", "--name-status", "-z", old.commit, new.commit, "--", top
-        ).stdout.decode()
+        moved = git.renames(scratch, old.commit, new.commit, [top], similarity="50%")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    fields = out.split("\0")
-    moved: dict[str, str] = {}
-    i = 0
-    while i < len(fields) - 1:
-        status = fields[i]
-        if status.startswith(("R", "C")):
-            moved[fields[i + 1]] = fields[i + 2]
-            i += 3
-        else:
-            i += 2
-    return {p: moved[p] for p in paths if p in moved}
+    return {p: moved[p][0] for p in paths if moved.get(p)}
 
 
 def _exists(repo: BaseRepo, path: str) -> bool:
-    return git.run(repo.path, "cat-file", "-e", f"{repo.commit}:{path}", check=False).returncode == 0
+    return git.exists_at(repo.path, repo.commit, path)
 
 
 def upstream_tests(old: BaseRepo, new: BaseRepo, paths: tuple[str, ...]) -> list[TestFile]:
@@ -279,13 +268,13 @@ def derive(
         ruff_version, ruff_from = _ruff_version(ruff, None, "--ruff"), "given"
     else:
         where = f"{new.sdist.filename}:{PRE_COMMIT}"
-        proc = git.run(new_repo.path, "show", f"{new_repo.commit}:{PRE_COMMIT}", check=False)
-        if proc.returncode != 0:
+        config = git.show(new_repo.path, new_repo.commit, PRE_COMMIT)
+        if config is None:
             raise SeamError(
                 f"{new.sdist.filename} has no {PRE_COMMIT}",
                 hint=f"tkv-seam seam-table {new.name} --ruff X.Y.Z",
             )
-        ruff_version, ruff_from = ruff_from_pre_commit(proc.stdout.decode(), where), where
+        ruff_version, ruff_from = ruff_from_pre_commit(config.decode(), where), where
     if plugin:
         pin, plugin_from = plugin_pin(plugin, index_url), "given, hashes from the index"
     elif src.seam.plugin.requirement:
@@ -345,7 +334,7 @@ def write(bases_file: Path, table: SeamTable, existing: SeamPins | None, force: 
                 f"{bases_file.name}: {table.base} already has a .seam table with other values:\n"
                 + "\n".join(f"  {d}" for d in _differences(existing, table.pins())),
                 hint=f"keep it, or replace it: tkv-seam seam-table {table.base} --force "
-                "(the old bases file is kept under build/kept/)",
+                "(the old bases file is kept under build/dropped/)",
             )
     basesfile.set_seam(bases_file, table.base, toml_table(table))
     table.status = "written"

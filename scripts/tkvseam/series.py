@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SeamError
+from .fsutil import atomic_write
 from .patch import Patch, parse_file
 
 SERIES = "series"
@@ -108,7 +109,7 @@ def read_series(root: Path, queue: Queue = DEFAULT_QUEUE, base: str | None = Non
         if base is not None and queue != DEFAULT_QUEUE:
             raise SeamError(
                 f"{base} has no queue yet: no {queue.series} (bases.toml: queue of {base})",
-                hint=f"tkv-seam port --to {base} --report   (then `tkv-seam port --to {base}`)",
+                hint=f"make port VERB=report TO={base}   (then `make port VERB=start TO={base}`)",
             )
         raise SeamError(f"no {queue.series} file in {root}", hint="create it (one patch name per line)")
     names = parse_series_text(path.read_text())
@@ -178,7 +179,7 @@ def write_series(root: Path, names: list[str], queue: Queue = DEFAULT_QUEUE) -> 
     path = root / queue.series
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.exists() else ""
-    path.write_text(rewrite_series_text(old, names))
+    atomic_write(path, rewrite_series_text(old, names))
 
 
 def patch_filename(index: int, slug: str) -> str:

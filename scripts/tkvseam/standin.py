@@ -169,7 +169,7 @@ def build_stand_in(
     """
     from .image import engine_errors
 
-    listing = git.out(tree, "ls-tree", "-r", "--name-only", base_commit, "vllm/").splitlines()
+    listing = git.files_at(tree, base_commit, "vllm/")
     paths = [p for p in listing if p.endswith(".py")]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "image.tar"
@@ -178,7 +178,7 @@ def build_stand_in(
             for d in ["usr/local/lib/python3.12", SITE, *sorted({f"{SITE}/{Path(p).parent}" for p in paths})]:
                 _add_dir(tar, d, present)  # directory entries first, so every parent has sane modes
             for path in paths:
-                data = git.run(tree, "show", f"{base_commit}:{path}").stdout
+                data = git.show_required(tree, base_commit, path)
                 _add(tar, f"{SITE}/{path}", data)
             for name, version in sorted((packages or {}).items()):
                 info = f"{SITE}/{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
@@ -221,7 +221,7 @@ def make_stand_in(
     progress: Progress = QUIET,
 ) -> StandIn:
     """The stand-in of ``base`` from the applied build tree ``tree`` (``make standin``)."""
-    from .state import load_state
+    from .seamtree import SeamTree
 
     if installer not in INSTALLERS:
         raise UsageError(
@@ -237,7 +237,7 @@ def make_stand_in(
     from .image import check_tree
 
     check_tree(tree, base)
-    state = load_state(tree)
+    state = SeamTree(tree).state()
     lock = root / base.cpu_lock
     packages = lock_pins(lock) if lock.exists() else {}
     uv = uv_binary() if installer == "uv" else None

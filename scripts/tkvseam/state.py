@@ -1,27 +1,46 @@
-"""The state of a tree tkv-seam made, and the rule that protects what a user added to it.
+"""The state of a tree tkv-seam made: one versioned schema, in the tree's ``.git/tkv-seam.json``.
 
-``TreeState`` is kept in the tree's ``.git/tkv-seam.json`` (written atomically). A tree
-may be removed or replaced only when its state file says tkv-seam made it and it holds
-nothing the user added: no uncommitted or untracked files, no commits beyond the
-recorded HEAD, no port stopped for a human (``check_removable``). ``--force`` may drop
-such work, but only after listing it and keeping it in ``refs/tkv-seam/dropped/<time>``
-(``keep_dropped``).
+Schema 2 (this one): ``kind`` is ``apply`` (a build tree: base + the queue's commits) or
+``port`` (a port tree: the new base + the ported commits so far, with the port's progress
+in ``port``). The state never names the tree it lives in: a tree is found by its path, so a
+copied or moved project works and no state ever points at another tree.
+
+Older files are read too: schema 1 (``tkv-seam.json`` without ``schema``, which named its
+tree) and an unfinished port of the old tool (only ``.git/tkv-seam-port.json``). Unknown
+fields are ignored; a file of a newer schema is refused (``NewerState``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import time
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 
-from . import git
-from .errors import TOOL, RefusedError
+from .errors import SeamError
+from .fsutil import atomic_write
 
+SCHEMA = 2
 STATE = "tkv-seam.json"  # inside the tree's .git directory
-DROPPED_REFS = "refs/tkv-seam/dropped"
+LEGACY_PORT_STATE = "tkv-seam-port.json"  # schema 1's separate port state
+
+
+class Kind(StrEnum):
+    APPLY = "apply"
+    PORT = "port"
+
+
+class DoneStatus(StrEnum):
+    """How a patch went into the port tree (or did not)."""
+
+    EXACT = "exact"
+    THREE_WAY = "3-way"
+    RESOLVED = "resolved"  # a human resolved it (port continue)
+    SKIPPED = "skipped"
+
+
+class NewerState(SeamError):
+    """The tree's state was written by a newer tkv-seam."""
 
 
 @dataclass
@@ -32,189 +51,164 @@ class AppliedPatch:
 
 
 @dataclass
+class DonePatch:
+    """One patch the port is through with."""
+
+    name: str
+    slug: str
+    status: DoneStatus
+    commit: str | None
+    verdict: str = ""
+    reason: str = ""
+    note: str = ""
+
+
+@dataclass
+class Committing:
+    """Written before the port commits a patch: what the commit is, so a run killed right after
+    it records the commit as what it was (``status``), not as a guess."""
+
+    name: str
+    status: DoneStatus
+    parent: str  # HEAD before the commit
+    note: str = ""
+
+
+@dataclass
+class PortProgress:
+    """Where a port stands. ``series`` lists the old queue's patch files (project-relative);
+    ``next`` is the index of the first patch not yet through; ``current`` names it when the
+    port stopped there for a human (``stopped``: its report, ``PatchReport.to_json()``)."""
+
+    from_base: str
+    old_commit: str
+    series: list[str]
+    next: int = 0
+    current: str | None = None
+    stopped: dict | None = None
+    done: list[DonePatch] = field(default_factory=list)
+    finished: bool = False
+    queue_digest: str = ""  # the target queue as the port found it (finish refuses another)
+    committing: Committing | None = None
+    finishing: str | None = None  # finish started writing the queue: the name of its backup ("" if none)
+
+    @property
+    def todo(self) -> list[str]:
+        return self.series[self.next + (1 if self.current else 0) :]
+
+
+@dataclass
 class TreeState:
     """What tkv-seam recorded about a tree it made.
 
-    ``pending`` marks an in-place switch to ``head`` that started from ``switch_from``
-    and has not finished; ``kind`` is "apply" or "port"; a port tree stopped at a
-    conflict for the user to resolve names it in ``port_stopped_at``. ``inputs`` maps
-    each applied patch file to its sha256 (to name the ones edited since).
+    ``head`` is the HEAD the tool last recorded (an apply's result; a port's tree at its last
+    save). ``pending`` marks an in-place switch to ``head`` that started from ``switch_from``
+    and has not finished. ``inputs`` maps each applied patch file to its sha256 (to name the
+    ones edited since).
     """
 
-    tree: str
+    kind: Kind
     base: str
     source: str
     base_commit: str
     upstream_commit: str
     head: str
-    digest: str
+    digest: str = ""
     patches: list[AppliedPatch] = field(default_factory=list)
     inputs: dict[str, str] = field(default_factory=dict)
-    kind: str = "apply"
     pending: bool = False
     switch_from: str | None = None
-    port_stopped_at: str | None = None
+    port: PortProgress | None = None
+
+    @property
+    def port_in_progress(self) -> bool:
+        return self.kind == Kind.PORT and self.port is not None and not self.port.finished
+
+    # -- storage -----------------------------------------------------------------
 
     @staticmethod
     def path(tree: Path) -> Path:
         return tree / ".git" / STATE
 
-    @classmethod
-    def load(cls, tree: Path) -> TreeState | None:
-        """The state of ``tree``, or None when tkv-seam did not make it (or it is unreadable)."""
-        try:
-            data = json.loads(cls.path(tree).read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(data, dict):
-            return None
-        known = {f.name for f in fields(cls)}
-        data = {k: v for k, v in data.items() if k in known}
-        try:
-            data["patches"] = [AppliedPatch(**p) for p in data.get("patches", [])]
-            return cls(**data)
-        except TypeError:
-            return None
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, **asdict(self)}
 
     def save(self, tree: Path) -> None:
         """Write the state atomically (a crash leaves the old file or the new one, never half)."""
-        target = self.path(tree)
-        tmp = target.with_name(f"{STATE}.tmp-{os.getpid()}")
-        with open(tmp, "w") as f:
-            f.write(json.dumps(asdict(self), indent=1) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        atomic_write(self.path(tree), json.dumps(self.to_json(), indent=1) + "\n")
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    @classmethod
+    def load(cls, tree: Path) -> TreeState | None:
+        """The state of ``tree``, or None when tkv-seam did not make it (or it is unreadable).
 
-
-def load_state(tree: Path) -> TreeState:
-    """The state of ``tree``, or an error saying it is not a tkv-seam tree."""
-    from .errors import SeamError
-
-    state = TreeState.load(tree)
-    if state is None:
-        raise SeamError(f"{tree} is not a tree made by tkv-seam apply", hint="make apply")
-    return state
-
-
-# --------------------------------------------------------------------------- user work
-
-
-@dataclass
-class UserWork:
-    """What a user added to a tree since tkv-seam recorded it."""
-
-    tree: Path
-    dirty: list[tuple[str, str]] = field(default_factory=list)  # (status, path)
-    commits: list[tuple[str, str]] = field(default_factory=list)  # (id, subject), newest first
-    moved_head: str | None = None  # HEAD, when it is not the recorded one
-
-    def __bool__(self) -> bool:
-        return bool(self.dirty or self.moved_head)
-
-    def describe(self, limit: int = 20) -> str:
-        """Lines naming the files and commits (id + subject), for a refusal or a --force warning."""
-        out = []
-        if self.dirty:
-            out.append(f"uncommitted changes ({len(self.dirty)} paths):")
-            out += [f"    {st} {path}" for st, path in self.dirty[:limit]]
-            if len(self.dirty) > limit:
-                out.append(f"    … and {len(self.dirty) - limit} more (git -C {self.tree} status)")
-        if self.commits:
-            out.append(f"commits not in the recorded result ({len(self.commits)}):")
-            out += [f"    {c[:12]} {subject}" for c, subject in self.commits[:limit]]
-        elif self.moved_head:
-            out.append(f"HEAD moved to {self.moved_head[:12]} (not the recorded result)")
-        return "\n".join(out)
+        Raises NewerState for a state of a newer schema than this tool's.
+        """
+        data = _read_json(cls.path(tree))
+        legacy_port = _read_json(tree / ".git" / LEGACY_PORT_STATE)
+        if data is None:
+            return _from_legacy_port(legacy_port) if legacy_port else None
+        schema = data.get("schema", 1)
+        if not isinstance(schema, int) or schema > SCHEMA:
+            raise NewerState(
+                f"{tree}: its state ({STATE}) has schema {schema!r}; this tkv-seam reads schema {SCHEMA}",
+                hint="use the tkv-seam that made it (pip install -e . in that checkout)",
+            )
+        try:
+            state = _from_dict(data)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return None
+        if schema == 1 and state.kind == Kind.PORT and legacy_port:
+            state.port = _progress(legacy_port)
+        return state
 
 
-def uncommitted_work(tree: Path) -> UserWork:
-    """The uncommitted (and untracked, not ignored) files of ``tree``."""
-    return UserWork(tree, dirty=[(st.strip() or "??", p) for st, p in git.status_paths(tree)])
-
-
-def user_work(tree: Path, state: TreeState, expected_heads: tuple[str, ...] = ()) -> UserWork:
-    """Uncommitted files and commits in ``tree`` that its recorded state does not hold."""
-    work = uncommitted_work(tree)
-    head = git.head(tree)
-    if head not in (state.head, *expected_heads):
-        work.moved_head = head
-        work.commits = git.subjects(tree, head, *(f"^{h}" for h in (state.head, *expected_heads) if h))
-    return work
-
-
-def keep_dropped(tree: Path, work: UserWork, reason: str) -> str:
-    """Keep what ``--force`` is about to drop in a ref of ``tree``; return the ref name.
-
-    The ref points at HEAD, or at a snapshot commit on HEAD holding the uncommitted and
-    untracked files too, so every dropped file and commit stays recoverable.
-    """
-    commit = (
-        git.snapshot_worktree(tree, f"tkv-seam: kept before {reason}\n") if work.dirty else git.head(tree)
-    )
-    ref = f"{DROPPED_REFS}/{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-    git.run(tree, "update-ref", ref, commit)
-    return ref
-
-
-# --------------------------------------------------------------------------- removal
-
-
-def describe_dir(path: Path, limit: int = 8) -> str:
-    """The first entries of a directory, for a refusal that names what is there."""
+def _read_json(path: Path) -> dict | None:
     try:
-        names = sorted(os.listdir(path))
-    except OSError as e:
-        return f"unreadable: {e.strerror}"
-    shown = ", ".join(names[:limit]) + (f", … ({len(names)} entries)" if len(names) > limit else "")
-    return shown or "empty"
-
-
-def check_removable(path: Path, rerun: str = "run the command again") -> TreeState | None:
-    """Refuse (exit 5, naming what is there) unless ``path`` is absent or a tree tkv-seam made
-    that holds nothing the user added; return its state (None when absent).
-
-    ``rerun`` completes the hints ("move it away, then <rerun>").
-    """
-    if not path.exists() and not path.is_symlink():
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    moved = f"{path}.mine"
-    if path.is_symlink() or not path.is_dir():
-        raise RefusedError(
-            f"{path} exists and is not a tree tkv-seam made (a {'symlink' if path.is_symlink() else 'file'})",
-            hint=f"mv {path} {moved}, then {rerun}",
-        )
-    state = TreeState.load(path)
-    if state is None:
-        raise RefusedError(
-            f"{path} exists and is not a tree tkv-seam made (no .git/{STATE}); it holds: {describe_dir(path)}",
-            hint=f"mv {path} {moved} (or choose another --tree), then {rerun}",
-        )
-    if state.pending:
-        raise RefusedError(
-            f"{path}: an interrupted apply left it half-switched to {state.head[:12]}",
-            hint=f"finish it first: {TOOL} apply --base {state.base} --tree {path}",
-        )
-    if state.kind == "port" and state.port_stopped_at:
-        raise RefusedError(
-            f"{path} is a port in progress: it stopped at {state.port_stopped_at} for you to resolve",
-            hint=f"resolve, commit, `{TOOL} refresh --base {state.base} --tree {path}`; "
-            f"or start the port again: mv {path} {moved}, then {rerun}",
-        )
-    work = user_work(path, state)
-    if work:
-        raise RefusedError(
-            f"{path} holds work that tkv-seam did not record:\n{work.describe()}",
-            hint=f"keep it: `{TOOL} refresh --base {state.base} --tree {path}` (commit first); "
-            f"or mv {path} {moved}, then {rerun}",
-        )
-    return state
+    return data if isinstance(data, dict) else None
 
 
-def remove_tree_if_ours(path: Path, rerun: str = "run the command again") -> None:
-    """Remove ``path`` only when ``check_removable`` allows it (absent: nothing to do)."""
-    if check_removable(path, rerun) is not None:
-        shutil.rmtree(path)
+def _known(cls, data: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _from_dict(data: dict) -> TreeState:
+    data = _known(TreeState, data)  # schema 1's "tree", "port_stopped_at" go
+    data["kind"] = Kind(data.get("kind", Kind.APPLY))
+    data["patches"] = [AppliedPatch(**_known(AppliedPatch, p)) for p in data.get("patches", [])]
+    port = data.get("port")
+    data["port"] = _progress(port) if isinstance(port, dict) else None
+    return TreeState(**data)
+
+
+def _progress(data: dict) -> PortProgress:
+    data = _known(PortProgress, data)
+    data["done"] = [
+        DonePatch(**{**_known(DonePatch, d), "status": DoneStatus(d["status"])}) for d in data.get("done", [])
+    ]
+    c = data.get("committing")
+    data["committing"] = (
+        Committing(**{**_known(Committing, c), "status": DoneStatus(c["status"])})
+        if isinstance(c, dict)
+        else None
+    )
+    return PortProgress(**data)
+
+
+def _from_legacy_port(data: dict) -> TreeState | None:
+    """A port the old tool started (only ``tkv-seam-port.json``): the same progress, schema 2."""
+    try:
+        return TreeState(
+            kind=Kind.PORT,
+            base=data["to_base"],
+            source="sdist",
+            base_commit=data["base_commit"],
+            upstream_commit=data["upstream_commit"],
+            head=data.get("head", ""),
+            port=_progress(data),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None

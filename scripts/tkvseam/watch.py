@@ -35,12 +35,16 @@ from .errors import EXIT_USAGE, SeamError
 from .index import IndexFile, listing
 from .lock import locked, tree_lock_path
 from .outputs import replace_output_dir, seal_output_dir
+from .patch import PlacementKind
 from .pin import PROJECT, parse_release, pin
+from .port import PatchReport, PatchStatus, render
+from .port import report as port_report
+from .port.render import cell
 from .progress import QUIET, Progress
 
 DRIFT_DIR = Path("build") / "drift"
 DRIFT_KIND = "a drift report directory"
-# The summary's fixed columns, in order; other categories are appended when they occur.
+# The summary's columns, in order.
 CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "moved")
 
 
@@ -94,40 +98,30 @@ def newer_releases(
 # --------------------------------------------------------------------------- the report adapter
 
 
-def _category(p: dict) -> str:
-    """One summary column for a patch of the port report (``port.PatchReport.to_json()``).
+def category(r: PatchReport) -> str:
+    """The summary column of one patch of the port report.
 
     A blocked patch is counted by how it applies on its own (``own``), so the summary says
-    what each patch needs; statuses this code does not know keep their own name.
+    what each patch needs.
     """
-    status = p.get("status", "").lower()
-    own = p.get("own", status).lower() if status.startswith("blocked") else status
-    hunks = [h.get("status", "") for h in p.get("hunks", [])]
-    placed = all(h == "exact" or h.startswith(("offset", "fuzz", "end of file")) for h in hunks)
-    if "obsolete" in status:
+    if r.status == PatchStatus.OBSOLETE:
         return "likely obsolete"
-    if any(f.get("moved_to") for f in p.get("files", [])) or status.startswith("moved"):
+    if any(f.moved_to for f in r.files):
         return "moved"
-    if own == "exact":
-        return "exact" if all(h == "exact" for h in hunks) else "offset/fuzz"
-    if own == "3-way":
-        # every hunk placed (exact, offset, fuzz): git takes it without merging content
-        return "offset/fuzz" if hunks and placed else "3-way"
-    if own.startswith(("offset", "fuzz")):
-        return "offset/fuzz"
-    if "conflict" in own or own == "fails":
-        return "conflict"
-    if own.startswith("blocked"):
-        return "blocked"
-    return own or "unknown"
+    own = r.own if r.status == PatchStatus.BLOCKED else r.status
+    if own == PatchStatus.EXACT:
+        return "exact"
+    if own == PatchStatus.THREE_WAY:
+        # every hunk placed (exact, offset, fuzz, end of file): git takes it without merging content
+        placed = r.hunks and all(h.kind != PlacementKind.FAILS for h in r.hunks)
+        return "offset/fuzz" if placed else "3-way"
+    return "conflict"  # a conflict, in code or in test files only
 
 
-def summarize(patches: list[dict]) -> dict[str, int]:
-    """Count patches per category: the fixed columns always, unknown ones when they occur."""
-    counts = Counter(_category(p) for p in patches)
-    return {c: counts.get(c, 0) for c in CATEGORIES} | {
-        c: n for c, n in sorted(counts.items()) if c not in CATEGORIES
-    }
+def summarize(reports: list[PatchReport]) -> dict[str, int]:
+    """Count patches per summary column (every column, in order)."""
+    counts = Counter(category(r) for r in reports)
+    return {c: counts.get(c, 0) for c in CATEGORIES}
 
 
 def summary_line(version: str, counts: dict[str, int], where: str = "") -> str:
@@ -136,31 +130,27 @@ def summary_line(version: str, counts: dict[str, int], where: str = "") -> str:
     return f"{version}: {total} patches: {cols}" + (f"  ({where})" if where else "")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def render_markdown(data: dict) -> str:
+def render_markdown(
+    from_base: Base, to_base: Base, reports: list[PatchReport], counts: dict[str, int]
+) -> str:
     """The report's head: target, queue, and the summary line (the verdict table follows it)."""
-    to, frm = data["to"], data["from"]
     rows = [
-        f"| {_cell(p['name'])} | {p['status']} | {p['category']} | {_cell(', '.join(p.get('blocked_by', [])))} |"
-        for p in data["patches"]
+        f"| {cell(r.name)} | {r.status} | {category(r)} | {cell(', '.join(r.blocked_by))} |" for r in reports
     ]
     return "\n".join(
         [
-            f"# Drift: the {frm['name']} queue on vLLM {to['name']}",
+            f"# Drift: the {from_base.name} queue on vLLM {to_base.name}",
             "",
-            f"Target: {to['name']} (commit {to['commit_prefix']}, {to['sdist']['filename']}, "
-            f"sha256 {to['sdist']['sha256'][:16]}…). Queue: {frm['name']}, {len(data['patches'])} patches.",
+            f"Target: {to_base.name} (commit {to_base.commit_prefix}, {to_base.sdist.filename}, "
+            f"sha256 {to_base.sdist.sha256[:16]}…). Queue: {from_base.name}, {len(reports)} patches.",
             "",
-            summary_line(to["version"], data["summary"]),
+            summary_line(to_base.version, counts),
             "",
             "| patch | status | summary column | blocked by |",
             "|---|---|---|---|",
             *rows,
             "",
-            "Draft verdicts from `port --report`; edit them into the port's pull request.",
+            "Draft verdicts from `port report`; edit them into the port's pull request.",
             "",
         ]
     )
@@ -174,15 +164,8 @@ def drift_report(
     ``port.report`` walks the whole queue in a scratch tree and keeps nothing; the Markdown
     is its draft verdict table in the seed's format, under a summary line.
     """
-    from . import port
-
-    reports = port.report(root, from_base, to_base, cache, progress)
-    patches = []
-    for r in reports:
-        row = r.to_json()
-        row["category"] = _category(row)
-        patches.append(row)
-    counts = summarize(patches)
+    reports = port_report(root, from_base, to_base, cache, progress)
+    counts = summarize(reports)
     data = {
         "from": {"name": from_base.name, "version": from_base.version},
         "to": {
@@ -192,11 +175,15 @@ def drift_report(
             "sdist": asdict(to_base.sdist),
         },
         "summary": counts,
-        "port_summary": port.summary(reports),
-        "patches": patches,
-        "source": f"tkv-seam port --base {from_base.name} --to {to_base.name} --report",
+        "port_summary": render.summary(reports),
+        "patches": [r.to_json() | {"category": category(r)} for r in reports],
+        "source": f"tkv-seam port report --base {from_base.name} --to {to_base.name}",
     }
-    markdown = render_markdown(data) + "\n" + port.verdict_table(reports, from_base.name, to_base.name)
+    markdown = (
+        render_markdown(from_base, to_base, reports, counts)
+        + "\n"
+        + render.verdict_table(reports, from_base.name, to_base.name)
+    )
     return markdown, data, counts
 
 
@@ -266,7 +253,7 @@ def watch(
     if not carried:
         raise SeamError(
             f"no carried base: no base of {bases_file} has its queue yet",
-            hint="give a base of bases.toml its queue (`tkv-seam port --to <base>`), then watch again",
+            hint="give a base of bases.toml its queue (`make port VERB=start TO=<base>`), then watch again",
         )
     from_base = get_base(bases, carried[-1])
     since = since or from_base.name

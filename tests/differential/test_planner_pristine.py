@@ -39,9 +39,10 @@ from vllm.v1.kv_cache_interface import (
     UniformTypeKVCacheSpecs,
 )
 
+from ..conftest import BASE, tiny_llama
+
 TREE_ENV = "TKV_SEAM_TREE"
 BASE_TAG = "tkv-seam-base"
-BASE = os.environ.get("BASE") or "v0.31.0"
 # The module holding the KV cache planner: read off the base's queue by the lane
 # (tkvseam.carried.planner_module: where the queue defines get_tensor_slots).
 PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
@@ -85,29 +86,7 @@ def pristine() -> ModuleType:
 @pytest.fixture(scope="module")
 def vllm_config(tmp_path_factory) -> VllmConfig:
     model = tmp_path_factory.mktemp("model")
-    (model / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["LlamaForCausalLM"],
-                "model_type": "llama",
-                "hidden_size": 64,
-                "intermediate_size": 128,
-                "num_hidden_layers": 8,
-                "num_attention_heads": 4,
-                "num_key_value_heads": 2,
-                "head_dim": 16,
-                "vocab_size": 128,
-                "max_position_embeddings": 512,
-                "rms_norm_eps": 1e-5,
-                "rope_theta": 10000.0,
-                "torch_dtype": "bfloat16",
-                "bos_token_id": 1,
-                "eos_token_id": 2,
-                "hidden_act": "silu",
-                "tie_word_embeddings": False,
-            }
-        )
-    )
+    (model / "config.json").write_text(json.dumps(tiny_llama(num_hidden_layers=8)))
     config = VllmConfig(model_config=ModelConfig(model=str(model), max_model_len=256))
     config.cache_config.kv_cache_layout = "LBNHC"
     return config

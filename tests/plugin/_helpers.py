@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import tiny_llama
+
 PLUGIN_PATH_ENV = "TKV_SEAM_PLUGIN_PATH"
 RESULT_KEY = "tkv_seam_result"
 SUBPROCESS_TIMEOUT_S = 900
@@ -36,27 +38,9 @@ TKV_BACKEND_PATH = "tkv.integrations.vllm.backend_class.TkvAttentionBackend"
 #: A uniform width the plugin accepts (integer 2..8); sizes its codec specs.
 TKV_BITS = "4"
 
-#: Tiny Llama: head_dim 64 has a baked codebook in tkv, so building the codec
-#: impl of a layer needs no scipy.
-TINY_MODEL = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
-    "vocab_size": 128,
-    "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 10000.0,
-    "torch_dtype": "bfloat16",
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-}
+#: Tiny Llama (tests/data/tiny-llama.json) with head_dim 64: tkv has a baked codebook for it,
+#: so building the codec impl of a layer needs no scipy.
+TINY_MODEL = tiny_llama(hidden_size=256, intermediate_size=512, head_dim=64)
 
 # Prepended to every script: ``emit`` prints the one JSON result line the test reads.
 _PRELUDE = f"""\

@@ -21,6 +21,7 @@ import os
 
 import pytest
 
+from ..conftest import BASE  # the base under test (the runner passes the environment through)
 from ._helpers import TKV_BACKEND_PATH, part, run_vllm_script, run_vllm_scripts, write_tiny_model
 
 TKV_SPECS = "tkv.integrations.vllm.specs"
@@ -31,9 +32,8 @@ TKV_FULL_SPEC = f"{TKV_SPECS}.TkvFullAttentionSpec"
 MIXED_BITS = [(4, 4), (8, 8), (4, 4), (8, 8)]
 CONTROL_BITS = (8, 4)
 
-# The base under test and the module of its KV cache planner (the plugin lane reads it off
-# the base's queue: tkvseam.carried.planner_module); the runner passes the environment through.
-BASE = os.environ.get("BASE") or "v0.31.0"
+# The module of the base's KV cache planner (the plugin lane reads it off the base's queue:
+# tkvseam.carried.planner_module); the runner passes the environment through.
 PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
 PLANNER_MODULE = os.environ.get(PLANNER_ENV, "")
 if not PLANNER_MODULE:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-import os
 import subprocess
 import sys
 import types
@@ -26,8 +25,8 @@ import pytest
 from tkvseam import git
 from tkvseam.state import TreeState
 
-ROOT = Path(__file__).resolve().parents[2]
-TREE = ROOT / "build" / f"vllm-{os.environ.get('BASE', 'v0.31.0')}"
+from ..conftest import TREE
+
 GENERATOR = Path("docs/mkdocs/gen_files/generate_attention_backends.py")
 
 

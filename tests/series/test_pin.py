@@ -8,15 +8,12 @@ leave bases.toml byte for byte as it is.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 from tests.tooling.conftest import serve_index
 from tkvseam.bases import default_cache_dir, load_bases
 from tkvseam.pin import pin
 
-ROOT = Path(__file__).resolve().parents[2]
-BASE = os.environ.get("BASE", "v0.31.0")
+from ..conftest import BASE, ROOT
 
 
 def test_the_bases_pin_is_a_noop_from_its_cached_sdist(tmp_path, monkeypatch):

@@ -21,9 +21,8 @@ from tkvseam.bases import load_bases
 from tkvseam.carried import footprint, skipped
 from tkvseam.series import read_series
 
-ROOT = Path(__file__).resolve().parents[2]
-BASE = os.environ.get("BASE", "v0.31.0")
-TREE = ROOT / "build" / f"vllm-{BASE}"
+from ..conftest import BASE, ROOT, TREE
+
 PINS = load_bases(ROOT / "bases.toml")[BASE]
 QUEUE = PINS.queue
 

@@ -211,6 +211,10 @@ class Project:
     def tree(self) -> Path:
         return self.root / "build" / f"vllm-{NAME}"
 
+    def argv(self, *args: str) -> list[str]:
+        """The command line of ``tkv-seam *args`` on this project (for a run in another process)."""
+        return ["--root", str(self.root), "--cache", str(self.cache), "-q", *args]
+
     def cli(self, *args: str, expect: int | None = 0):
         runner = CliRunner()
         result = runner.invoke(
@@ -257,3 +261,7 @@ HEADER_TRAILERS = (
 
 def message(slug: str, summary: str = "change things", description: str = "Changes things.") -> str:
     return f"{slug}: {summary}\n\n{description}\n\n{HEADER_TRAILERS}"
+
+
+# The port case (portcase.py): its releases and project, for every test_port*.py.
+from .portcase import port_releases, pproject, pproject_once  # noqa: E402, F401

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
-from tkvseam import apply as apply_mod
 from tkvseam import git
 
-from .conftest import message
+from .conftest import NAME, message
 
 
 def make_two_patches(project):
@@ -29,10 +27,6 @@ def make_two_patches(project):
     )
     project.refresh()
     return (project.root / "series").read_text().split()
-
-
-class SimulatedCrash(BaseException):
-    """Stands for a kill: not an Exception, so nothing on the way handles it."""
 
 
 def patch_bytes(project) -> dict[str, bytes]:
@@ -121,73 +115,57 @@ def test_failing_last_patch_leaves_the_previous_tree(project):
     assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
 
 
+def _leftovers(project) -> list[str]:
+    """What runs left beside the tree or in its .git (scratch trees, private index files)."""
+    beside = [
+        x.name for x in project.tree.parent.iterdir() if x.name.startswith(".") and "lock" not in x.name
+    ]
+    return beside + [x.name for x in (project.tree / ".git").glob("tkv-seam-index*")]
+
+
 @pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "aside"])
-def test_crash_during_build_leaves_old_tree_and_no_leftovers(project, monkeypatch, in_place):
+def test_a_run_killed_during_the_build_leaves_the_old_tree_and_the_next_cleans_up(
+    project, crash_at, in_place
+):
     make_two_patches(project)
     project.apply("--force")
     head = git.head(project.tree)
     if not in_place:  # an untracked file + --force takes the build-aside path
         (project.tree / "scratch.txt").write_text("mine\n")
-    calls = []
-
-    def crash(patch, fc, old_text):
-        calls.append(patch.name)
-        if len(calls) == 2:
-            raise SimulatedCrash("during the second patch")
-        return real(patch, fc, old_text)
-
-    real = apply_mod.replay_file
-    monkeypatch.setattr(apply_mod, "replay_file", crash)
-    with pytest.raises(SimulatedCrash):
-        project.apply("--force")
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("return a * b", "return b * a"))
+    # killed (SIGKILL) as the second patch is replayed: commits half made, nothing moved
+    crash_at("tkvseam.commits.replay_file", *project.argv("apply", "--base", NAME, "--force"), nth=2)
     assert git.head(project.tree) == head
     assert git.status_porcelain(project.tree) == ([] if in_place else ["?? scratch.txt"])
-    assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
-    assert not list((project.tree / ".git").glob("tkv-seam-index*"))
+    project.apply("--force")  # the next run removes what the killed one left, then applies
+    assert not _leftovers(project)
+    assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
 
 
-def test_crash_between_the_swap_renames_is_recovered(project, monkeypatch):
+def test_a_run_killed_between_the_swap_renames_is_recovered(project, crash_at):
     make_two_patches(project)
     project.apply("--force")
     head = git.head(project.tree)
     (project.tree / "scratch.txt").write_text("mine\n")  # untracked + --force: build aside, swap
-    real_replace = os.replace
-
-    def replace(src, dst):
-        real_replace(src, dst)
-        if ".old-" in str(dst):
-            raise SimulatedCrash("after moving the old tree aside")
-
-    monkeypatch.setattr(apply_mod.os, "replace", replace)
-    with pytest.raises(SimulatedCrash):
-        project.apply("--force")
+    crash_at("os.replace", *project.argv("apply", "--base", NAME, "--force"), after=True, when=".old-")
     assert not project.tree.exists()
     olds = list(project.tree.parent.glob(f".{project.tree.name}.old-*"))
     assert len(olds) == 1  # recoverable: the previous tree is intact beside the target
-    monkeypatch.setattr(apply_mod.os, "replace", real_replace)
     err = project.apply(expect=5).stderr  # the next run puts it back first, then refuses: it is dirty
     assert "scratch.txt" in err
     assert git.head(project.tree) == head and (project.tree / "scratch.txt").read_text() == "mine\n"
-    assert not list(project.tree.parent.glob(".*"))
+    assert not [x for x in project.tree.parent.glob(".*") if "lock" not in x.name]
 
 
-def test_crash_during_the_in_place_switch_is_finished_next_run(project, monkeypatch):
+def test_a_run_killed_during_the_in_place_switch_is_finished_next_run(project, crash_at):
     make_two_patches(project)
     project.apply("--force")
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("return a * b", "return b * a"))
-    real_run = apply_mod.git.run
-
-    def run(repo, *args, **kw):
-        if args[:2] == ("read-tree", "-m"):
-            real_run(repo, "checkout", "-q", "HEAD~1", "--", "vllm/config/cache.py")  # half-done
-            raise SimulatedCrash("in the middle of the switch")
-        return real_run(repo, *args, **kw)
-
-    monkeypatch.setattr(apply_mod.git, "run", run)
-    with pytest.raises(SimulatedCrash):
-        project.apply()
-    monkeypatch.setattr(apply_mod.git, "run", real_run)
+    # killed after the files moved, before the branch and the state do
+    crash_at("tkvseam.git.switch_worktree", *project.argv("apply", "--base", NAME), after=True)
+    assert json.loads((project.tree / ".git/tkv-seam.json").read_text())["pending"] is True
     out = json.loads(project.apply("--json").output)
     assert out["up_to_date"] is True
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
@@ -227,27 +205,17 @@ def test_apply_from_git_source(project, upstream):
 # --------------------------------------------------------------------------- issue 8, items 2-5
 
 
-def _crash_right_after_switch_starts(project, monkeypatch):
+def _crash_right_after_switch_starts(project, crash_at):
     """Edit patch 2, then run apply and kill it right after '==> switch' (state saved pending)."""
     make_two_patches(project)
     project.apply("--force")
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("return a * b", "return b * a"))
-    real_run = apply_mod.git.run
-
-    def run(repo, *args, **kw):
-        if args[:2] == ("read-tree", "-m"):
-            raise SimulatedCrash("Ctrl-C right after ==> switch")
-        return real_run(repo, *args, **kw)
-
-    monkeypatch.setattr(apply_mod.git, "run", run)
-    with pytest.raises(SimulatedCrash):
-        project.apply()
-    monkeypatch.setattr(apply_mod.git, "run", real_run)
+    crash_at("tkvseam.git.switch_worktree", *project.argv("apply", "--base", NAME))
 
 
-def test_interrupted_switch_never_discards_edits_made_after_it(project, monkeypatch):
-    _crash_right_after_switch_starts(project, monkeypatch)
+def test_interrupted_switch_never_discards_edits_made_after_it(project, crash_at):
+    _crash_right_after_switch_starts(project, crash_at)
     (project.tree / "vllm/config/cache.py").write_text("my edit after the crash\n")
     (project.tree / "notes.txt").write_text("mine\n")
     err = project.apply(expect=None).stderr
@@ -257,8 +225,8 @@ def test_interrupted_switch_never_discards_edits_made_after_it(project, monkeypa
     project.apply(expect=5)
 
 
-def test_interrupted_switch_never_discards_commits_made_after_it(project, monkeypatch):
-    _crash_right_after_switch_starts(project, monkeypatch)
+def test_interrupted_switch_never_discards_commits_made_after_it(project, crash_at):
+    _crash_right_after_switch_starts(project, crash_at)
     project.commit_in_tree("vllm/mine.py", "z = 3\n", message("mine", "my commit"))
     head = git.head(project.tree)
     err = project.apply(expect=5).stderr
@@ -270,8 +238,8 @@ def test_interrupted_switch_never_discards_commits_made_after_it(project, monkey
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
 
 
-def test_refresh_refuses_a_half_switched_tree_before_writing(project, monkeypatch):
-    _crash_right_after_switch_starts(project, monkeypatch)
+def test_refresh_refuses_a_half_switched_tree_before_writing(project, crash_at):
+    _crash_right_after_switch_starts(project, crash_at)
     before = patch_bytes(project)
     series = (project.root / "series").read_bytes()
     res = project.refresh(expect=5)
@@ -323,25 +291,22 @@ def test_in_place_switch_refuses_to_overwrite_an_ignored_file_a_patch_adds(proje
     assert (project.tree / "vllm/new.py").read_text() == "x = 1\n"
 
 
-def test_tree_state_saves_atomically_and_reads_older_files(project, monkeypatch):
-    from tkvseam import state as state_mod
+def test_tree_state_saves_atomically_and_reads_older_files(project, crash_at):
     from tkvseam.state import TreeState
 
-    project.apply()
+    make_two_patches(project)
     path = TreeState.path(project.tree)
     before = path.read_bytes()
-    state = TreeState.load(project.tree)
-    state.head = "0" * 40
-
-    def crash(src, dst):
-        raise SimulatedCrash("killed while saving")
-
-    monkeypatch.setattr(state_mod.os, "replace", crash)
-    with pytest.raises(SimulatedCrash):
-        state.save(project.tree)
-    monkeypatch.undo()
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("return a * b", "return b * a"))
+    # killed while saving the new state (its first save: the pending switch), before the rename
+    crash_at("os.replace", *project.argv("apply", "--base", NAME), when="tkv-seam.json")
     assert path.read_bytes() == before  # the old file, whole
-    old = {k: v for k, v in json.loads(before).items() if k in ("tree", "base", "source", "base_commit")}
-    old |= {"upstream_commit": "x", "head": "y", "digest": "z", "patches": [], "future_field": 1}
-    path.write_text(json.dumps(old))  # a file from an older (or newer) tkv-seam
-    assert TreeState.load(project.tree).head == "y"
+    old = {k: v for k, v in json.loads(before).items() if k in ("base", "source", "base_commit")}
+    old |= {"tree": "/elsewhere", "upstream_commit": "x", "head": "y", "digest": "z", "patches": []}
+    path.write_text(json.dumps(old | {"future_field": 1}))  # schema 1 (it named its tree), an unknown field
+    state = TreeState.load(project.tree)
+    assert state.head == "y" and state.kind == "apply"
+    path.write_text(json.dumps(old | {"schema": 99}))  # a newer tkv-seam's
+    err = project.apply(expect=1).stderr
+    assert "schema 99" in err and "next:" in err

@@ -30,11 +30,11 @@ def test_a_symlinked_queue_directory_is_refused_before_port_writes_through_it(pr
     outside = tmp_path / "outside"
     outside.mkdir()
     (project.root / "patches" / NEXT).symlink_to(outside)
-    res = project.cli("port", "--to", NEXT, "--json", expect=1)
+    res = project.cli("port", "start", "--to", NEXT, "--json", expect=1)
     assert f"queue of {NEXT}: 'patches/{NEXT}" in res.stderr and "goes through the symlink" in res.stderr
     assert "next: replace patches/" in res.stderr
     assert json.loads(res.stdout)["exit_code"] == 1
-    for command in (("bases",), ("lint", "--base", NEXT), ("drift",), ("port", "--to", NEXT, "--report")):
+    for command in (("bases",), ("lint", "--base", NEXT), ("drift",), ("port", "report", "--to", NEXT)):
         assert "goes through the symlink" in project.cli(*command, expect=1).stderr, command
     assert list(outside.iterdir()) == []
     assert not (project.root / "build" / f"port-{NEXT}").exists()
@@ -52,7 +52,7 @@ def test_a_second_base_cannot_take_over_the_first_queue_by_spelling(project, rel
     make_two_patches(project)
     (project.root / "bases.toml").write_text(two_bases(releases, f"queue = {queue}"))
     before = {p.name: p.read_bytes() for p in (project.root / "patches").glob("*.patch")}
-    err = project.cli("port", "--to", NEXT, expect=1).stderr
+    err = project.cli("port", "start", "--to", NEXT, expect=1).stderr
     assert f"{NEXT} and {NAME} share the queue path" in err or f"the series of {NEXT}" in err
     assert "next: give v9.10.0 a queue of its own" in err
     assert {p.name: p.read_bytes() for p in (project.root / "patches").glob("*.patch")} == before

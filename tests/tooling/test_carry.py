@@ -28,6 +28,9 @@ from .carrying import (
     status,
 )
 from .test_apply import make_two_patches
+from .test_makefile import make as make_fixture
+
+make = make_fixture  # the fixture of test_makefile.py: real make, the tool replaced by a recorder
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +136,18 @@ def test_a_verdict_for_a_port_not_yet_stopped_is_a_usage_error(cproject, wheels)
     err = carry(cproject, wheels, "--reason", "why", expect=2).stderr
     assert "--verdict/--reason are for a port stopped at a patch" in err
     assert not (cproject.root / "build" / f"port-{NEW_NAME}").exists()
+
+
+def test_make_carry_passes_what_you_give_as_written_and_runs_nothing(make, tmp_path):  # noqa: F811
+    mark = tmp_path / "ran"
+    reason = f"upstream rewrote `touch {mark}` $(touch {mark}) 'q' \"dq\""
+    proc, argv = make(
+        "carry", "VERSION=0.34.0", f"REASON={reason}", "VERDICT=re-expressed", "PLUGIN=turbo-attn==9"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert argv == [
+        "carry", "0.34.0", "--plugin", "turbo-attn==9", "--verdict", "re-expressed", "--reason", reason,
+    ]  # fmt: skip
+    assert not mark.exists()
+    proc, argv = make("carry")
+    assert proc.returncode == 2 and "usage: make carry VERSION=0.34.0" in proc.stderr and argv is None

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
+import tkvseam
 from tkvseam import git
 from tkvseam.cli import main
 
@@ -135,19 +138,28 @@ def test_unknown_port_target_is_a_usage_error_with_a_port_hint(project, releases
     (project.root / "bases.toml").write_text(
         bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
     )
-    err = project.cli("port", "--base", NAME, "--to", "v9.9.10", expect=2).stderr
-    assert "unknown base 'v9.9.10'" in err and f"next: make port BASE={NAME} TO={NEXT}" in err
+    err = project.cli("port", "start", "--base", NAME, "--to", "v9.9.10", expect=2).stderr
+    assert "unknown base 'v9.9.10'" in err and f"next: make port VERB=start BASE={NAME} TO={NEXT}" in err
 
 
 # item 11: one error boundary
 
 
-def test_no_import_cycle_and_no_per_command_decorator():
-    code = "import sys, tkvseam.commands; assert 'tkvseam.cli' not in sys.modules, 'cycle'"
+def test_the_library_never_imports_the_cli_and_there_is_no_per_command_decorator():
+    package = Path(tkvseam.__file__).parent
+    names = sorted(
+        "tkvseam." + ".".join(p.relative_to(package).with_suffix("").parts).removesuffix(".__init__")
+        for p in package.rglob("*.py")
+        if p.relative_to(package).parts[0] not in ("cli", "seamtest", "__main__.py")
+    )
+    code = (
+        f"import importlib, sys\nfor name in {names!r}:\n    importlib.import_module(name)\n"
+        "assert 'tkvseam.cli' not in sys.modules and 'click' not in sys.modules, 'the library imports the CLI'\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
-    import tkvseam.cli
+    from tkvseam import cli
 
-    assert not hasattr(tkvseam.cli, "handle_errors")
+    assert not hasattr(cli, "handle_errors")
 
 
 @pytest.mark.parametrize(
@@ -221,3 +233,69 @@ def test_refresh_keeps_header_fields_a_hand_made_commit_lost(project):
         "Upstream: upstreamable\nDepends-on: cache-tweak\n" in text
     )
     assert "lint: ok" in project.cli("lint").output
+
+
+# --------------------------------------------------------------------------- the error boundary
+
+
+def _leaves(group, prefix=()):
+    for name, cmd in sorted(group.commands.items()):
+        if hasattr(cmd, "commands"):
+            yield from _leaves(cmd, (*prefix, name))
+        else:
+            yield (*prefix, name), cmd
+
+
+LEAVES = dict(_leaves(main))
+
+
+def _one_json_object(stdout: str) -> dict:
+    """The one JSON object ``stdout`` holds (nothing before or after it)."""
+    obj, end = json.JSONDecoder().raw_decode(stdout.strip())
+    assert stdout.strip()[end:].strip() == "", f"more than one JSON object: {stdout!r}"
+    return obj
+
+
+def _failing_args(cmd) -> list[str]:
+    args = []
+    for p in cmd.params:
+        if isinstance(p, click.Argument):
+            args.append("not-a-version")
+        elif "--to" in p.opts:
+            args += ["--to", "v9.9.9"]
+        elif p.required:
+            args += [p.opts[0], "x"]
+    return args
+
+
+def test_every_command_takes_json():
+    assert [
+        " ".join(path) for path, cmd in LEAVES.items() if not any("--json" in p.opts for p in cmd.params)
+    ] == []
+
+
+@pytest.mark.parametrize("path", sorted(LEAVES), ids=" ".join)
+def test_every_command_prints_exactly_one_json_object_on_any_failure(project, path):
+    cmd = LEAVES[path]
+    (project.root / "bases.toml").write_text("[broken")  # every command reads the bases file
+    res = project.cli(
+        *path,
+        *_failing_args(cmd),
+        *(["--base", "v9.9.9"] if path == ("lint",) else []),
+        "--json",
+        expect=None,
+    )
+    assert res.exit_code not in (0, None), (path, res.output)
+    out = _one_json_object(res.stdout)
+    assert out["ok"] is False and out["exit_code"] == res.exit_code and out["error"], (path, out)
+    # a usage error (an option that does not exist) answers in JSON too
+    res = project.cli(*path, "--no-such-option", "--json", expect=2)
+    assert _one_json_object(res.stdout)["exit_code"] == 2 and "no such option" in res.stderr.lower()
+
+
+def test_a_path_too_long_for_the_system_is_an_error_with_a_next_step(project, tmp_path):
+    long_tree = str(tmp_path / ("t" * 250) / ("u" * 250))
+    res = project.cli("apply", "--base", NAME, "--tree", long_tree, "--json", expect=1)
+    assert res.stderr.startswith("Error: ") and "File name too long" in res.stderr and "next:" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert _one_json_object(res.stdout)["exit_code"] == 1

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 
-from tkvseam import apply as apply_mod
+from tkvseam import commits as commits_mod
 from tkvseam import git
 from tkvseam.progress import QUIET
 from tkvseam.series import read_series
@@ -83,7 +83,7 @@ def test_a_run_that_cannot_get_the_lock_in_time_exits_busy(project):
     assert json.loads(out) == json.loads(out) | {"ok": False, "exit_code": 10}
     for command in (
         ("refresh", "--base", NAME),
-        ("port", "--base", NAME, "--to", NAME, "--tree", str(project.tree)),
+        ("port", "status", "--to", NAME, "--tree", str(project.tree)),
     ):
         with locked(tree_lock_path(project.tree), "test"):
             run = start(project, *command, timeout="0")
@@ -107,7 +107,7 @@ def test_the_private_index_belongs_to_one_run(project, monkeypatch):
     patches = read_series(project.root).load()
     base_commit = json.loads((project.tree / ".git/tkv-seam.json").read_text())["base_commit"]
     a_waits, b_done = threading.Event(), threading.Event()
-    real = apply_mod.replay_file
+    real = commits_mod.replay_file
 
     def replay(patch, fc, old_text):
         if threading.current_thread().name == "A" and not a_waits.is_set():
@@ -115,16 +115,16 @@ def test_the_private_index_belongs_to_one_run(project, monkeypatch):
             b_done.wait()
         return real(patch, fc, old_text)
 
-    monkeypatch.setattr(apply_mod, "replay_file", replay)
+    monkeypatch.setattr(commits_mod, "replay_file", replay)
     result = {}
     a = threading.Thread(
         name="A",
-        target=lambda: result.update(a=apply_mod.commit_series(project.tree, base_commit, patches, QUIET)),
+        target=lambda: result.update(a=commits_mod.commit_series(project.tree, base_commit, patches, QUIET)),
     )
     a.start()
     a_waits.wait()
     try:
-        b = apply_mod.commit_series(project.tree, base_commit, patches, QUIET)
+        b = commits_mod.commit_series(project.tree, base_commit, patches, QUIET)
     finally:
         b_done.set()
         a.join()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tkvseam.apply import apply_patch
+from tkvseam import git
+from tkvseam.commits import commit_series
 from tkvseam.errors import ApplyError
 from tkvseam.patch import PatchFormatError, parse_text, path_problem
+from tkvseam.progress import QUIET
 
 from .conftest import message
 
@@ -19,6 +21,16 @@ index 1111111111111111111111111111111111111111..22222222222222222222222222222222
 -b
 +c
 """
+
+
+def apply_patch(tree, patch) -> None:
+    """Apply ``patch`` the way ``apply`` does (``commits.commit_series``, exact replay, plumbing only)
+    onto a commit of ``tree``'s files as they are; then check the result out."""
+    if not (tree / ".git").exists():
+        git.init(tree)
+    base = git.commit(tree, "base\n", "Base <base@example.invalid>")
+    (applied,) = commit_series(tree, base, [patch], QUIET)
+    git.reset_hard(tree, applied.commit)
 
 
 def patch_text(path: str = "vllm/x.py", msg: str | None = None) -> str:

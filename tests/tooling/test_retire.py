@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 from tkvseam import git
 from tkvseam.bases import load_bases
+from tkvseam.state import Kind, PortProgress, TreeState
 
 from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, git_project, make_releases, status
 
@@ -107,49 +104,46 @@ def test_retire_of_an_unknown_base_or_through_a_symlink_is_refused(cproject, tmp
     assert (elsewhere / "series").exists() and (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
 
 
-def test_retire_refuses_a_tree_holding_your_work_and_force_moves_it_aside(cproject):
+def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(cproject, tmp_path):
     tree = cproject.root / "build" / f"vllm-{NEW_NAME}"
     (tree / "mine.txt").write_text("work in progress\n")
     err = cproject.cli("retire", NEW_NAME, expect=5).stderr
     assert f"build/vllm-{NEW_NAME}: " in err and "mine.txt" in err and "--force" in err
     assert (cproject.root / "patches" / NEW_NAME / "series").exists() and status(cproject.root) == []
     out = json.loads(cproject.cli("retire", NEW_NAME, "--force", "--json").output)
-    moved = cproject.root / out["kept"] / "build" / f"vllm-{NEW_NAME}"
-    assert out["moved"] == [f"build/vllm-{NEW_NAME} -> {moved.relative_to(cproject.root)}"]
-    assert (moved / "mine.txt").read_text() == "work in progress\n" and not tree.exists()
+    (moved,) = out["moved"]
+    src, _, bundle = moved.partition(" -> ")
+    assert src == f"build/vllm-{NEW_NAME}" and bundle.startswith(out["kept"]) and bundle.endswith(".bundle")
+    assert not tree.exists()
+    back = tmp_path / "back"
+    git.run(None, "clone", "-q", str(cproject.root / bundle), str(back))
+    git.run(back, "fetch", "-q", str(cproject.root / bundle), "refs/tkv-seam/kept/worktree:kept")
+    assert git.run(back, "show", "kept:mine.txt").stdout == b"work in progress\n"
 
 
 def test_retire_refuses_a_base_a_port_is_carried_from(cproject):
-    port = cproject.root / "build" / "port-v9.11.0" / ".git"
-    port.mkdir(parents=True)
-    (port / "tkv-seam-port.json").write_text(json.dumps({"from_base": NEW_NAME, "finished": False}))
+    port = cproject.root / "build" / "port-v9.11.0"
+    (port / ".git").mkdir(parents=True)
+    progress = PortProgress(NEW_NAME, "0" * 40, [f"patches/{NEW_NAME}/0001-x.patch"], current="0001-x.patch")
+    TreeState(Kind.PORT, "v9.11.0", "sdist", "1" * 40, "2" * 9, "1" * 40, port=progress).save(port)
     err = cproject.cli("retire", NEW_NAME, expect=5).stderr
     assert "build/port-v9.11.0: a port from v9.10.0's queue is in progress" in err
     assert "tkv-seam port --to v9.11.0 --abort" in err
     assert status(cproject.root) == []
 
 
-def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject):
+def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject, crash_at):
     """A real process, killed (SIGKILL) after the queue and the lock went, before the pin did."""
-    script = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        from tkvseam import basesfile
-        from tkvseam.cli import main
-
-        def die(*args, **kw):
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        basesfile.remove_base = die
-        sys.argv = ["tkv-seam", "--root", {str(cproject.root)!r}, "--cache", {str(cproject.cache)!r},
-                    "-q", "retire", {NEW_NAME!r}]
-        main()
-        """
+    crash_at(
+        "tkvseam.basesfile.remove_base",
+        "--root",
+        str(cproject.root),
+        "--cache",
+        str(cproject.cache),
+        "-q",
+        "retire",
+        NEW_NAME,
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ)
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert not (cproject.root / "patches" / NEW_NAME / "series").exists()
     assert NEW_NAME in load_bases(cproject.root / "bases.toml")  # the pin was still there
     out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)

@@ -160,30 +160,36 @@ def test_write_without_report_and_a_bad_since_are_usage_errors(project):
     assert f"next: tkv-seam watch --since {NAME}" in err
 
 
-def test_summary_counts_statuses_it_does_not_know():
-    patches = [
-        {"status": "exact", "hunks": [{"status": "exact"}]},
-        {"status": "3-way", "hunks": [{"status": "offset +2"}, {"status": "fuzz 1"}]},
-        {"status": "3-way", "hunks": [{"status": "fails"}]},
-        {"status": "conflict", "hunks": []},
-        {"status": "likely obsolete", "hunks": []},
-        {"status": "moved", "hunks": []},
-        {"status": "blocked by 0002", "hunks": []},
-        {"status": "needs-triage", "hunks": []},
+def test_summary_columns_come_from_the_report_objects():
+    from tkvseam.patch import PlacementKind
+    from tkvseam.port.model import FileReport, FileStatus, HunkReport, PatchReport, PatchStatus
+
+    def patch(status, own=None, hunks=(), moved=False):
+        rows = [HunkReport("f.py", i, "", "", kind, kind) for i, kind in enumerate(hunks, 1)]
+        files = [FileReport("f.py", FileStatus.MOVED, moved_to="g.py")] if moved else []
+        return PatchReport("p", status=status, own=own or status, hunks=rows, files=files)
+
+    reports = [
+        patch(PatchStatus.EXACT, hunks=[PlacementKind.EXACT]),
+        patch(PatchStatus.THREE_WAY, hunks=[PlacementKind.OFFSET, PlacementKind.FUZZ]),  # placed: offset/fuzz
+        patch(PatchStatus.THREE_WAY, hunks=[PlacementKind.FAILS]),  # merged: 3-way
+        patch(PatchStatus.CONFLICT),
+        patch(PatchStatus.TEST_ONLY),  # a conflict too
+        patch(PatchStatus.OBSOLETE),
+        patch(PatchStatus.THREE_WAY, moved=True),
+        patch(PatchStatus.BLOCKED, own=PatchStatus.EXACT),  # counted by how it applies on its own
+        patch(PatchStatus.BLOCKED, own=PatchStatus.CONFLICT),
     ]
-    counts = summarize(patches)
-    assert list(counts)[: len(CATEGORIES)] == list(CATEGORIES)
+    counts = summarize(reports)
+    assert list(counts) == list(CATEGORIES)
     assert counts == {
-        "exact": 1,
+        "exact": 2,
         "offset/fuzz": 1,
         "3-way": 1,
-        "conflict": 1,
+        "conflict": 3,
         "likely obsolete": 1,
         "moved": 1,
-        "blocked": 1,
-        "needs-triage": 1,
     }
     assert summary_line("9.10.0", counts) == (
-        "9.10.0: 8 patches: 1 exact, 1 offset/fuzz, 1 3-way, 1 conflict, 1 likely obsolete, 1 moved, "
-        "1 blocked, 1 needs-triage"
+        "9.10.0: 9 patches: 2 exact, 1 offset/fuzz, 1 3-way, 3 conflict, 1 likely obsolete, 1 moved"
     )

@@ -66,11 +66,11 @@ def compile_errors(tree, commit: str, paths: list[str]) -> list[str]:
     for path in paths:
         if not path.endswith(".py"):
             continue
-        proc = git.run(tree, "show", f"{commit}:{path}", check=False)
-        if proc.returncode != 0:
+        data = git.show(tree, commit, path)
+        if data is None:
             continue  # not yet created at this prefix
         try:
-            compile(proc.stdout, path, "exec")
+            compile(data, path, "exec")
         except SyntaxError as e:
             errors.append(f"{path}:{e.lineno}: {e.msg}")
     return errors
@@ -131,17 +131,13 @@ class BisectLane:
     def _merge(self, r: Runner, j: int, here: list[str], nxt: list[str]):
         """A root holding patch j's files at j and patch j+1's at j+1, or None when they cannot share one."""
         chain = r.chain
-        changed = set(
-            git.out(
-                r.tree, "diff", "--name-only", chain[j], chain[j + 1], "--", "tests", "pyproject.toml"
-            ).split()
-        )
+        changed = set(git.changed_paths(r.tree, chain[j], chain[j + 1], ["tests", "pyproject.toml"]))
         next_files = {_file(n) for n in nxt}
         if not changed <= next_files:
             return None
         extra, renamed = [], {}
         for path in sorted(next_files & changed):
-            existed = git.run(r.tree, "cat-file", "-e", f"{chain[j]}:{path}", check=False).returncode == 0
+            existed = git.exists_at(r.tree, chain[j], path)
             dest = _next_name(path) if existed else path
             extra.append((dest, chain[j + 1], path))
             renamed[path] = dest

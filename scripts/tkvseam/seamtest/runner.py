@@ -44,7 +44,7 @@ from ..overlay import install_into_venv, overlay_paths, stage
 from ..patch import Patch
 from ..progress import QUIET, Progress
 from ..series import read_series
-from ..state import load_state
+from ..seamtree import SeamTree
 from .outcomes import read_rows
 
 OUTCOMES_PLUGIN = "tkvseam.seamtest.outcomes"
@@ -124,9 +124,11 @@ class Runner:
     def __post_init__(self) -> None:
         self.patches: list[Patch] = read_series(self.root, self.base.queue, self.base.name).load()
         self.paths = overlay_paths(self.patches)
-        state = load_state(self.tree)
-        out = git.out(self.tree, "rev-list", "--reverse", f"{state.base_commit}..HEAD")
-        self.commits = out.split() if out else []
+        state = SeamTree(self.tree).state()
+        if state.pending or state.port_in_progress:
+            what = "is half-switched by an interrupted apply" if state.pending else "is a port in progress"
+            raise SeamError(f"{self.tree} {what}: its commits are not a queue's", hint="make apply")
+        self.commits = git.commits_after(self.tree, state.base_commit)
         self.base_commit = state.base_commit
         if len(self.commits) != len(self.patches):
             raise SeamError(
@@ -187,9 +189,7 @@ class Runner:
         with self._lock:
             if dest.exists():
                 return dest
-            data = git.run(
-                self.tree, "archive", "--format=tar", root.commit, "tests", "pyproject.toml"
-            ).stdout
+            data = git.archive(self.tree, root.commit, ["tests", "pyproject.toml"])
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -198,7 +198,7 @@ class Runner:
             for path, commit, source in root.extra:
                 out = tmp / path
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(git.run(self.tree, "show", f"{commit}:{source}").stdout)
+                out.write_bytes(git.show_required(self.tree, commit, source))
             tmp.rename(dest)
         return dest
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import git
+from ..fsutil import atomic_write
 from .outcomes import counts, failing
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
@@ -87,8 +87,8 @@ class UpstreamLane:
             "base": r.base.name,
             "base_sdist_sha256": r.base.sdist.sha256,
             # git tree ids: a digest of every file under tests/ (conftests and helpers too)
-            "tests_tree": git.out(r.tree, "rev-parse", f"{r.base_commit}:tests"),
-            "pyproject": git.out(r.tree, "rev-parse", f"{r.base_commit}:pyproject.toml"),
+            "tests_tree": git.rev_parse(r.tree, f"{r.base_commit}:tests"),
+            "pyproject": git.rev_parse(r.tree, f"{r.base_commit}:pyproject.toml"),
             "files": list(self._files(r)),
             "lock_sha256": hashlib.sha256((r.root / r.base.cpu_lock).read_bytes()).hexdigest(),
             "hf_configs": _digest_dir(r.root / HF_CONFIGS),
@@ -133,14 +133,13 @@ class UpstreamLane:
             elif stock and self.use_cache:
                 path = self.cache_file(r)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.{os.getpid()}")
                 measured = done["upstream-stock"].log.stat().st_mtime
-                tmp.write_text(
+                atomic_write(
+                    path,
                     json.dumps(
                         {"key": self.baseline_key(r), "measured": _iso(measured), "rows": stock}, indent=0
-                    )
+                    ),
                 )
-                os.replace(tmp, path)
                 notes.append(f"upstream: stock baseline measured now and cached in {path}")
         patched = done["upstream-patched"].rows if "upstream-patched" in done else {}
         results = []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from .bases import default_cache_dir, get_base, load_bases
-from .progress import QUIET, StderrProgress
+from ..bases import default_cache_dir, get_base, load_bases
+from ..progress import QUIET, StderrProgress
 
 DEFAULT_BASE = "v0.31.0"
 
@@ -30,6 +30,7 @@ class Context:
         self.cache = absolute(cache or default_cache_dir())
         self.progress = QUIET if quiet else StderrProgress()
         self.as_json = False  # set by --json: the error boundary then prints a JSON object too
+        self.printed_json = False  # one JSON object per run: set once one is printed
 
     def base(self, name: str, hint: str = "make apply BASE={}", avoid: str | None = None):
         """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name."""
@@ -49,6 +50,13 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 def emit_json(data) -> None:
+    """Print the run's one JSON object (a second one is never printed: the error boundary checks)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Context) if ctx else None
+    if obj is not None:
+        if obj.printed_json:
+            return
+        obj.printed_json = True
     click.echo(json.dumps(data, indent=1, sort_keys=True))
 
 
@@ -76,4 +84,12 @@ json_option = click.option(
 )
 force_option = click.option(
     "--force", is_flag=True, help="Override the refusal (lists and keeps what it drops)."
+)
+
+python_option = click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Python of the venv holding stock vLLM [default: .venv-vllm-<base>/bin/python].",
 )

@@ -1,0 +1,189 @@
+"""The ``seamtest`` commands: the test lanes of ``make test`` (bisect, full, upstream, plugin, differential, all)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import SeamError
+from .options import Context, base_option, emit_json, json_option, pass_ctx, python_option, tree_option
+
+
+def _runner(ctx: Context, base_name, tree, python, slots):
+    from ..seamtest.hfcache import build
+    from ..seamtest.runner import Runner
+
+    python = ctx.venv_python(python, base_name)
+    if not python.exists():
+        raise SeamError(
+            f"no Python at {python}: the vLLM test venv is missing", hint=f"make venv-vllm BASE={base_name}"
+        )
+    work = ctx.root / "build" / "seamtest" / base_name
+    hf_home = work.parent / "hf-home"
+    build(hf_home, ctx.root / "tests" / "data" / "hf-configs")
+    return Runner(
+        ctx.root,
+        ctx.tree(tree, base_name),
+        python,
+        work,
+        hf_home,
+        ctx.base(base_name),
+        ctx.cache,
+        ctx.progress,
+        slots=slots,
+    )
+
+
+def _default_slots() -> int:
+    return int(os.environ.get("TKV_SEAM_JOBS") or min(4, os.cpu_count() or 1))
+
+
+@click.group()
+def seamtest():
+    """Run the series' tests (bisect, full) and upstream's tests against the venv.
+
+    Every lane's pytest processes run on --jobs venv slots at once (hard-linked
+    copies of the test venv); `all` schedules the lanes of `make test` together.
+    """
+
+
+def seamtest_command(name: str):
+    """A ``seamtest`` subcommand with the options every test run takes."""
+
+    def decorate(fn):
+        for deco in (
+            pass_ctx,
+            json_option,
+            click.option(
+                "-j",
+                "--jobs",
+                "slots",
+                type=click.IntRange(1, 16),
+                default=_default_slots,
+                show_default="TKV_SEAM_JOBS or cores, at most 4",
+                help="pytest processes at once (each in its own venv slot).",
+            ),
+            python_option,
+            tree_option,
+            base_option,
+            seamtest.command(name),
+        ):
+            fn = deco(fn)
+        return fn
+
+    return decorate
+
+
+def _run_lanes(ctx: Context, runner, lanes, as_json) -> None:
+    from ..errors import EXIT_TESTS
+    from ..seamtest.runner import run_lanes
+
+    reports = run_lanes(runner, lanes)
+    for rep in reports:
+        for note in rep.notes:
+            click.echo(note, err=True)
+    if as_json:
+        data = {rep.lane: rep.data for rep in reports}
+        emit_json(data if len(reports) > 1 else reports[0].data)
+    else:
+        for rep in reports:
+            if len(reports) > 1:
+                click.echo(f"== {rep.lane}")
+            for line in rep.lines:
+                click.echo(line)
+    if not all(rep.ok for rep in reports):
+        sys.exit(EXIT_TESTS)
+
+
+def _patch_numbers(runner, selected: tuple[str, ...]) -> set[int] | None:
+    """--patch 0009 / 9 / fused-kv-pages / 0009-fused-kv-pages.patch -> {9}."""
+    if not selected:
+        return None
+    out = set()
+    for want in selected:
+        for k, patch in enumerate(runner.patches, 1):
+            stem = patch.name.removesuffix(".patch")
+            if want in (patch.name, stem, stem.split("-", 1)[1]) or (want.isdigit() and int(want) == k):
+                out.add(k)
+                break
+        else:
+            names = ", ".join(p.name for p in runner.patches)
+            raise SeamError(f"no patch {want!r} in the series ({names})", hint="tkv-seam seamtest bisect")
+    return out
+
+
+@seamtest_command("bisect")
+@click.option(
+    "--patch",
+    "patches",
+    multiple=True,
+    help="Only this patch (number, slug or file name; repeatable): its Tests at k and k-1.",
+)
+def seamtest_bisect(ctx: Context, base_name, tree, python, slots, as_json, patches):
+    """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
+    from ..seamtest.bisect import BisectLane
+
+    runner = _runner(ctx, base_name, tree, python, slots)
+    _run_lanes(ctx, runner, [BisectLane(_patch_numbers(runner, patches))], as_json)
+
+
+@seamtest_command("full")
+@click.option(
+    "--cuda-alike",
+    is_flag=True,
+    help="Run with the platform reporting is_cuda_alike()/is_cuda() (CUDA-only branches).",
+)
+def seamtest_full(ctx: Context, base_name, tree, python, slots, as_json, cuda_alike):
+    """Every test the series names, on the full series."""
+    from ..seamtest.full import CudaAlikeLane, FullLane
+
+    lane = CudaAlikeLane() if cuda_alike else FullLane()
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane], as_json)
+
+
+no_cache_option = click.option(
+    "--no-cache", is_flag=True, help="Re-run the stock baseline of upstream's tests (and re-cache it)."
+)
+
+
+@seamtest_command("upstream")
+@click.option("--file", "files", multiple=True, help="Upstream test file (repeatable) [default: the base's].")
+@no_cache_option
+def seamtest_upstream(ctx: Context, base_name, tree, python, slots, as_json, files, no_cache):
+    """Upstream test files on stock and on the full series: no new failure."""
+    from ..seamtest.upstream import UpstreamLane
+
+    lane = UpstreamLane(tuple(files), use_cache=not no_cache)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane], as_json)
+
+
+@seamtest_command("plugin")
+def seamtest_plugin(ctx: Context, base_name, tree, python, slots, as_json):
+    """The base's turbo-attn pin: breaks stock vLLM, loads and plans on the patched vLLM."""
+    from ..seamtest.plugin import PluginLane
+
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [PluginLane()], as_json)
+
+
+@seamtest_command("all")
+@no_cache_option
+def seamtest_all(ctx: Context, base_name, tree, python, slots, as_json, no_cache):
+    """Every lane of `make test` (bisect, full, full-cuda, upstream, plugin, differential) in one schedule."""
+    from ..seamtest.lanes import DEFAULT, LANES
+    from ..seamtest.upstream import UpstreamLane
+
+    lanes = [UpstreamLane(use_cache=not no_cache) if n == "upstream" else LANES[n]() for n in DEFAULT]
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), lanes, as_json)
+
+
+@seamtest_command("differential")
+def seamtest_differential(ctx: Context, base_name, tree, python, slots, as_json):
+    """Patched vs pristine base modules on random inputs (tests/differential), full series."""
+    from ..seamtest.differential import DifferentialLane
+
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [DifferentialLane()], as_json)
+
+
+COMMANDS = [seamtest]

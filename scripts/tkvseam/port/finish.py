@@ -1,0 +1,121 @@
+"""``port finish``: write the new base's own queue from the port tree, never over reviewed work by surprise.
+
+The queue (its series, patches, PORT.md) is written only when it is what the port found at
+its start and has no uncommitted edits, or under ``--force``. Before the first write, every
+file that is there is kept in the port tree's ``.git/tkv-seam-dropped/<time>/`` and the state
+records that the writing began (``finishing``): a finish killed midway is taken up by the next
+one (no refusal of its own half-written queue), and what it replaced is listed from that backup.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import RefusedError, SeamError
+from ..export import (
+    VERDICTS,
+    Exported,
+    changed_files,
+    export_texts,
+    queue_digest,
+    queue_edits,
+    queue_snapshot,
+    record_export,
+    write_queue,
+)
+from ..fsutil import atomic_write
+from ..lint import lint
+from ..series import Queue
+from ..state import PortProgress, TreeState
+from ..stylecheck import stylecheck
+from .render import port_md
+
+if TYPE_CHECKING:
+    from .session import PortSession
+
+
+@dataclass
+class Finished:
+    tree: Path
+    queue: Queue
+    state: TreeState
+    exported: list[Exported]
+    problems: list[str]
+    backup: Path | None = None  # the queue files finish replaced, as they were
+
+
+def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finished:
+    """Write the new base's own queue from the port tree's commits; lint it and run the style gate.
+
+    Refuses (exit 5) to write over a queue that changed since the port started or that has
+    uncommitted edits, unless ``force``; the files it replaces are kept (``backup``).
+    """
+    p = state.port
+    left = len(p.series) - p.next
+    if p.current is not None or left:
+        raise RefusedError(
+            f"{left} patch(es) not yet ported" + (f" (stopped at {p.current})" if p.current else ""),
+            hint=f"{session._cmd('continue')} (or `{session._cmd('skip')} --reason '<why>'`)",
+        )
+    queue = session.to_base.queue
+    texts, order = export_texts(session.path, state.base_commit)
+    if p.finishing is None:
+        check_queue(session, p, force)
+        before = queue_snapshot(session.root, queue)
+        kept = session.seam.back_up(before) if before else None  # every file it may replace, first
+        p.finishing = kept.name if kept else ""
+        session._save(state)
+    else:  # killed while writing: the queue is half written by it; its backup holds what was there
+        session.progress.step(f"finish writing {queue.patches}/ (an interrupted finish began it)")
+    backup = session.seam.kept_dir(p.finishing) if p.finishing else None
+    exported = write_queue(
+        session.root,
+        queue,
+        texts,
+        order,
+        force,
+        again=f"{session._cmd('finish')} --force",
+        verb="port finish",
+    )
+    atomic_write(session.root / queue.patches / VERDICTS, port_md(p.from_base, state.base, p))
+    replaced = changed_files(session.seam.read_kept(backup), session.root) if backup else {}
+    if backup and not replaced:
+        shutil.rmtree(backup)  # nothing it held was replaced: the backup is not needed
+        backup = None
+    if backup:
+        session.progress.warn(
+            f"port finish replaced {len(replaced)} file(s) of {queue.patches}/; the old ones are in {backup}:\n"
+            + "\n".join(f"    {rel}" for rel in sorted(replaced))
+        )
+    record_export(session.path, state, session.to_base, session.root, order)
+    p.finished, p.finishing = True, None
+    p.queue_digest = queue_digest(session.root, queue)
+    session._save(state)
+    problems = [f"lint: {prob}" for prob in lint(session.root, queue)]
+    try:
+        problems += stylecheck(session.root, session.path, session.to_base, session.cache)
+    except SeamError as e:
+        problems.append(f"stylecheck: {e.message}")
+    return Finished(session.path, queue, state, exported, problems, backup)
+
+
+def check_queue(session: PortSession, p: PortProgress, force: bool) -> None:
+    queue = session.to_base.queue
+    edits = queue_edits(session.root, queue)
+    # "": a port an older tkv-seam started recorded no digest; only the edits can be checked
+    changed = bool(p.queue_digest) and queue_digest(session.root, queue) != p.queue_digest
+    if not (edits or changed) or force:
+        return
+    why = []
+    if changed:
+        why.append(f"{queue.patches}/ changed since the port started (someone wrote it meanwhile)")
+    if edits:
+        why.append("it has uncommitted edits:\n" + "\n".join(f"    {st} {path}" for st, path in edits[:20]))
+    raise RefusedError(
+        f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why),
+        hint=f"commit or move those edits, then `{session._cmd('finish')}`; or `{session._cmd('finish')} --force` "
+        "(keeps the files it replaces and lists them)",
+    )

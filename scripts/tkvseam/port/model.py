@@ -1,0 +1,141 @@
+"""What a port finds, as data: statuses are enums, evidence and notes are records.
+
+Text is made only when rendering (``render``); nothing here, or in the code that decides,
+parses a sentence back. ``to_json`` gives the report's JSON (the shape ``port report
+--json`` prints, ``build/drift/*.json`` holds and a stopped port keeps in its state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+from ..patch import PlacementKind
+
+
+class PatchStatus(StrEnum):
+    EXACT = "exact"
+    THREE_WAY = "3-way"
+    CONFLICT = "conflict"
+    TEST_ONLY = "test-only conflict"  # only test files fail
+    BLOCKED = "blocked"  # a Depends-on patch did not apply
+    OBSOLETE = "likely obsolete"
+    SKIPPED = "skipped"  # the port left it out (``port skip``): never a report's finding
+
+
+APPLIED = (PatchStatus.EXACT, PatchStatus.THREE_WAY)
+
+
+class FileStatus(StrEnum):
+    EXACT = "exact"
+    THREE_WAY = "3-way"
+    CONFLICT = "conflict"
+    FAILS = "fails"
+    MISSING = "missing"  # the new base has no such file
+    MOVED = "moved"  # applied where its content went
+    REFUSED = "refused"  # goes through a symlink of the new base
+
+
+FILE_APPLIED = (FileStatus.EXACT, FileStatus.THREE_WAY, FileStatus.MOVED)
+
+
+class EvidenceKind(StrEnum):
+    """Why a patch looks obsolete on the new base."""
+
+    REVERSE_APPLIES = "reverse-applies"  # every hunk is already there
+    NO_CHANGE = "no change"  # applying it changes nothing
+    NAMES_UPSTREAM = "names upstream"  # most names it adds are defined upstream
+    LINES_UPSTREAM = "lines upstream"  # most of its added code lines appeared upstream
+
+    @property
+    def already_there(self) -> bool:
+        """The new base holds the change itself (not only names or lines like it)."""
+        return self in (EvidenceKind.REVERSE_APPLIES, EvidenceKind.NO_CHANGE)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: EvidenceKind
+    text: str
+
+
+class HunkNote(StrEnum):
+    """What the port found about one hunk beyond its placement."""
+
+    NONE = ""
+    ALREADY_UPSTREAM = "already upstream"  # its added lines appeared in the new base
+    MOVED_FILE = "moved file"  # its file was moved; placed in the new file
+    MOVED_TO = "moved to"  # its context is found where the file's content went
+    NOT_IN_MOVED = "not in moved"  # not found where the file's content went either
+    FILE_MISSING = "file missing"
+
+
+@dataclass
+class UpstreamRegion:
+    """A failing hunk's region: upstream's diff of it between the bases and its new line numbers."""
+
+    old_lines: str
+    new_lines: str
+    new_file: str
+    diff: str
+    changed: bool
+
+
+@dataclass
+class HunkReport:
+    file: str
+    hunk: int
+    header: str
+    section: str  # the function/class line git puts after @@ (what the hunk is in)
+    status: str  # Placement.status: exact, offset +N, fuzz N, end of file (now line N), fails
+    kind: PlacementKind = PlacementKind.EXACT
+    line: int | None = None
+    delta: int = 0
+    fuzz: int = 0
+    note: str = ""  # rendered from note_kind when the report is made
+    note_kind: HunkNote = HunkNote.NONE
+    upstream: UpstreamRegion | None = None
+
+
+@dataclass
+class FileReport:
+    path: str
+    status: FileStatus
+    note: str = ""
+    test: bool = False
+    moved_to: str | None = None
+
+
+@dataclass
+class PatchReport:
+    name: str
+    slug: str = ""
+    summary: str = ""
+    status: PatchStatus = PatchStatus.EXACT
+    own: PatchStatus = PatchStatus.EXACT  # how the patch itself applied
+    files: list[FileReport] = field(default_factory=list)
+    hunks: list[HunkReport] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    blocked_by: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    note: str = ""
+    verdict: str = ""  # draft, for the verdict table
+    reason: str = ""
+
+    @property
+    def applied(self) -> bool:
+        return self.status in APPLIED
+
+    @property
+    def obsolete(self) -> list[str]:
+        return [e.text for e in self.evidence]
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["obsolete"] = self.obsolete  # the evidence as sentences ("evidence" has the kinds)
+        return data
+
+
+def is_test_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return path.startswith("tests/") or name.startswith("test_") or name == "conftest.py"

@@ -1,0 +1,213 @@
+"""A port's findings as text: the report, the draft verdict table, PORT.md, stops and status.
+
+The one place port text is made; the CLI prints these lines, ``watch`` writes the tables.
+Table cells never break a row: ``|`` is escaped and line breaks become spaces.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import TOOL
+from ..patch import PlacementKind
+from ..state import DoneStatus, PortProgress, TreeState
+from .model import APPLIED, HunkNote, HunkReport, PatchReport, PatchStatus
+
+
+def cell(text: object) -> str:
+    """``text`` as one Markdown table cell."""
+    return " ".join(str(text).replace("|", "\\|").split())
+
+
+def port_command(verb: str, to_name: str, tree: Path | None = None, default: Path | None = None) -> str:
+    """The command of ``verb`` for this port, from the project root (``--tree`` when not the default)."""
+    where = f" --tree {tree}" if tree is not None and tree != default else ""
+    return f"{TOOL} port {verb} --to {to_name}{where}"
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def summary(reports: list[PatchReport]) -> dict:
+    counts: dict[str, int] = {}
+    for r in reports:
+        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    return {
+        "patches": len(reports),
+        "applied": sum(r.applied for r in reports),
+        "blocked_but_apply_on_their_own": sum(
+            r.status == PatchStatus.BLOCKED and r.own in APPLIED for r in reports
+        ),
+        "by_status": counts,
+    }
+
+
+def summary_line(reports: list[PatchReport], from_name: str, to_name: str) -> str:
+    sm = summary(reports)
+    return (
+        f"port {from_name} -> {to_name}: {sm['applied']} of {sm['patches']} patches apply; "
+        + ", ".join(f"{v} {k}" for k, v in sorted(sm["by_status"].items()))
+        + f" ({sm['blocked_but_apply_on_their_own']} of the blocked apply on their own)"
+    )
+
+
+def hunk_lines(h: HunkReport, indent: int = 23) -> list[str]:
+    pad = " " * indent
+    note = f"; {h.note}" if h.note else ""
+    out = [f"{pad}hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}{note}"]
+    up = h.upstream
+    if up and up.changed:
+        diff = up.diff.splitlines()
+        out.append(f"{pad}  upstream changed {up.new_file} lines {up.old_lines} (now {up.new_lines}):")
+        out += [f"{pad}    {line}" for line in diff[:12]]
+        if len(diff) > 12:
+            out.append(f"{pad}    ... {len(diff) - 12} more lines (--json has all)")
+    elif up:
+        out.append(f"{pad}  upstream left lines {up.old_lines} as they were (now {up.new_lines})")
+    return out
+
+
+def report_lines(reports: list[PatchReport]) -> list[str]:
+    """Per patch its status, then each file that is not exact with its non-exact hunks."""
+    out = []
+    for r in reports:
+        extra = f"  blocked by {', '.join(r.blocked_by)}" if r.blocked_by else ""
+        out.append(f"{r.status:18} {r.name}{extra}")
+        if r.note:
+            out.append(f"{'':21}{r.note}")
+        out += [f"{'':21}evidence: {e}" for e in r.obsolete]
+        for f in r.files:
+            rows = [h for h in r.hunks if h.file in (f.path, f.moved_to) and (h.kind != "exact" or h.note)]
+            if f.status == "exact" and not rows:
+                continue
+            out.append(f"{'':21}{f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
+            for h in rows:
+                out += hunk_lines(h)
+    return out
+
+
+_HUNK_VERDICTS = {
+    PlacementKind.EXACT: "still needed",
+    PlacementKind.OFFSET: "still needed (rebase)",
+    PlacementKind.FUZZ: "still needed (rebase)",
+    PlacementKind.EOF: "still needed (rebase)",
+}
+
+
+def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> str:
+    """The draft verdict table in the seed's format (per patch and per hunk), as Markdown."""
+    out = [
+        f"### Per-hunk review against {to_name} (draft: `tkv-seam port report --base {from_name} --to {to_name}`)",
+        "",
+        "| file / hunk | what it does | verdict | reason | evidence |",
+        "|---|---|---|---|---|",
+    ]
+    for r in reports:
+        out.append(
+            f"| **{r.name[:4]} {r.slug}** | {cell(r.summary)} | {cell(r.verdict)} | {cell(r.reason)} "
+            f"| {cell('; '.join(r.obsolete) or r.status)} |"
+        )
+        for h in r.hunks:
+            if h.kind == "exact" and not h.note:
+                continue
+            verdict = _HUNK_VERDICTS.get(h.kind, "conflicting")
+            if h.note_kind == HunkNote.ALREADY_UPSTREAM:
+                verdict = "obsolete?"
+            elif h.note_kind in (HunkNote.MOVED_FILE, HunkNote.MOVED_TO):
+                verdict = "moved → re-anchor"
+            evidence = h.status + (f"; {h.note}" if h.note else "")
+            if h.upstream and h.upstream.changed:
+                evidence += f"; upstream changed lines {h.upstream.old_lines} (now {h.upstream.new_lines})"
+            out.append(
+                f"| {cell(h.file)} hunk {h.hunk} `{cell(h.section)[:50]}` | | {verdict} | | {cell(evidence)} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- the resumable port
+
+
+def stop_message(to_name: str, r: PatchReport) -> str:
+    lines = [f"port to {to_name} stopped at {r.name}: {r.status}"]
+    if r.blocked_by:
+        lines.append(f"  blocked by {', '.join(r.blocked_by)}" + (f" ({r.note})" if r.note else ""))
+    lines += [f"  likely obsolete: {e}" for e in r.obsolete]
+    for f in r.files:
+        if f.status in ("exact", "3-way"):
+            continue
+        lines.append(f"  {f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
+        for h in r.hunks:
+            if h.file in (f.path, f.moved_to) and h.kind != "exact":
+                note = f"; {h.note}" if h.note else ""
+                lines.append(f"    hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}{note}")
+    return "\n".join(lines)
+
+
+def stop_hint(to_name: str, tree: Path, msg: Path, default: Path) -> str:
+    return (
+        f"resolve in {tree} and `git -C {tree} add <files>`, edit Verdict/Reason in {msg}, then "
+        f"`{port_command('continue', to_name, tree, default)}`; or "
+        f"`{port_command('skip', to_name, tree, default)} --verdict obsolete --reason '<why>'`"
+    )
+
+
+def port_md(from_name: str, to_name: str, progress: PortProgress) -> str:
+    """PORT.md of a finished port: every patch's status, verdict and reason."""
+    rows = [
+        f"# Port {from_name} -> {to_name}",
+        "",
+        "| patch | status | verdict | reason |",
+        "|---|---|---|---|",
+    ]
+    for d in progress.done:
+        rows.append(
+            f"| {cell(d.name)} | {d.status} | {cell(d.verdict)} | {cell(d.reason.replace('|', '/'))} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def status_lines(tree: Path, state: TreeState) -> list[str]:
+    p = state.port
+    out = [f"port {p.from_base} -> {state.base} in {tree}"]
+    for d in p.done:
+        out.append(
+            f"  {d.status:9} {d.name}"
+            + (f"  ({d.verdict}: {d.reason})" if d.status == DoneStatus.SKIPPED else "")
+        )
+    if p.current:
+        out.append(f"  STOPPED   {p.current}: {p.stopped['status'] if p.stopped else ''}")
+    out += [f"  todo      {Path(rel).name}" for rel in p.todo]
+    if p.finished:
+        out.append("  finished: the queue is written")
+    return out
+
+
+def status_json(tree: Path, state: TreeState) -> dict:
+    """``port status --json``: where the port stands (the state's progress, and its tree)."""
+    p = state.port
+    return {
+        "from_base": p.from_base,
+        "to_base": state.base,
+        "tree": str(tree),
+        "base_commit": state.base_commit,
+        "old_commit": p.old_commit,
+        "head": state.head,
+        "series": p.series,
+        "next": p.next,
+        "current": p.current,
+        "stopped": p.stopped,
+        "done": [
+            {
+                "name": d.name,
+                "slug": d.slug,
+                "status": str(d.status),
+                "commit": d.commit,
+                "verdict": d.verdict,
+                "reason": d.reason,
+                "note": d.note,
+            }
+            for d in p.done
+        ],
+        "todo": [Path(rel).name for rel in p.todo],
+        "finished": p.finished,
+    }

@@ -1,0 +1,90 @@
+"""``port report``: walk a whole queue onto a newer base without stopping; keep nothing but the report.
+
+The walk runs in a scratch port tree beside ``build/port-report-<to>`` under that name's lock
+(one report per target at a time); a report killed mid-way leaves its scratch tree, which
+the next report of that target removes before it starts. Each file of each patch is tried
+strictly, then 3-way; what merged stays (later patches see it, as if merged), what
+conflicts is left out.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from .. import git
+from ..bases import Base
+from ..baserepo import base_repo
+from ..errors import SeamError, UsageError
+from ..progress import QUIET, Progress
+from ..seamtree import SeamTree
+from ..series import read_series
+from .analysis import try_patch
+from .model import FileStatus, PatchReport
+from .tree import PortTree
+
+
+def refuse_direction(from_base: Base, to_base: Base) -> None:
+    """A port goes forward: onto another, newer base (a self-port or a backport is refused, exit 2)."""
+    if from_base.name == to_base.name:
+        raise UsageError(
+            f"a port of {from_base.name}'s queue onto {to_base.name} itself: nothing to port "
+            f"(it would rewrite {from_base.name}'s own queue)",
+            hint=f"name a newer base: make port VERB=start BASE={from_base.name} TO=<newer base>",
+        )
+    try:
+        older = Version(to_base.version) <= Version(from_base.version)
+    except InvalidVersion as e:
+        raise SeamError(
+            f"bases.toml: the version of {from_base.name} ({from_base.version!r}) or of {to_base.name} "
+            f"({to_base.version!r}) is not a PEP 440 version: {e}",
+            hint="fix the version field in bases.toml",
+        ) from e
+    if older:
+        raise UsageError(
+            f"{to_base.name} ({to_base.version}) is not newer than {from_base.name} ({from_base.version}): "
+            "a port goes forward only (a backport onto an older base is not supported)",
+            hint=f"port the older base's queue forward instead: make port VERB=start BASE={to_base.name} "
+            f"TO={from_base.name}",
+        )
+
+
+def report_tree(root: Path, to_name: str) -> SeamTree:
+    """The name a report's scratch tree and lock go by (the tree itself never stays)."""
+    return SeamTree(root / "build" / f"port-report-{to_name}")
+
+
+def report(
+    root: Path, from_base: Base, to_base: Base, cache: Path, progress: Progress = QUIET
+) -> list[PatchReport]:
+    """Walk the whole queue of ``from_base`` onto ``to_base``; keep nothing but the report."""
+    refuse_direction(from_base, to_base)
+    patches = read_series(root, from_base.queue, from_base.name).load()
+    old, _ = base_repo(from_base, cache, progress=progress)
+    new, _ = base_repo(to_base, cache, progress=progress)
+    seam = report_tree(root, to_base.name)
+    with seam.locked(progress):
+        for legacy in seam.leftovers(r"-[a-z0-9_]{8}"):  # the scratch name of older tkv-seam reports
+            progress.step(f"remove {legacy} (left by an interrupted report)")
+            shutil.rmtree(legacy, ignore_errors=True)
+        with seam.scratch() as tmp:
+            progress.step(f"report tree: {to_base.name} + objects of {from_base.name}")
+            tree = PortTree.build(tmp / "tree", old, new)
+            moves = tree.moves(patches)
+            reports: list[PatchReport] = []
+            by_slug: dict[str, PatchReport] = {}
+            failed_tests: dict[str, list[str]] = {}
+            for k, patch in enumerate(patches, 1):
+                progress.step(f"report [{k}/{len(patches)}] {patch.name}")
+                r = try_patch(tree, patch, moves, by_slug, failed_tests)
+                for f in r.files:
+                    if f.test and f.status not in (FileStatus.EXACT, FileStatus.THREE_WAY):
+                        failed_tests.setdefault(f.path, []).append(patch.header.slug)
+                if r.conflicts:
+                    tree.resolve_ours(r.conflicts)
+                git.commit(tree.path, patch.header.message, patch.header.author)
+                reports.append(r)
+                by_slug[patch.header.slug] = r
+            return reports

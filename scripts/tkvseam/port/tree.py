@@ -1,0 +1,247 @@
+"""The port tree's mechanics: the new base plus the old base's objects, and applying into it.
+
+A port tree is a clone of the new base's pristine repository with the old base's commit
+fetched into it (``OLD_TAG``), so the patches' full ``index`` lines give git the preimages
+for a 3-way merge. ``apply_files`` applies one patch file by file: strictly (every hunk
+where it says), else ``git apply --3way``, else at the file its content went to; a
+conflict is parked (markers and index stages kept aside) so the next file can merge, and
+put back at the end. A path that is, or goes through, a symlink of the new base is
+refused, never written through (the guard apply uses: ``commits.symlinked_path``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from .. import git
+from ..baserepo import BaseRepo
+from ..commits import symlinked_path
+from ..errors import ApplyError
+from ..patch import FileChange, Patch, PlacementKind, replay_file, split_lines
+from ..seamtree import BASE_TAG, BRANCH
+from .analysis import place_hunks, retry_moved
+from .model import FileReport, FileStatus, HunkNote, HunkReport, is_test_file
+
+OLD_TAG = "tkv-seam-old-base"
+
+Parked = list[tuple[str, bytes, bytes | None]]  # (path, its unmerged index stages, its file)
+
+
+def sections(patch: Patch) -> list[str]:
+    """The patch's text cut into one ``diff --git`` section per file (same order as ``patch.files``)."""
+    body = patch.text[patch.text.find("\ndiff --git ") + 1 :]
+    parts = re.split(r"(?m)^(?=diff --git )", body)
+    return [p for p in parts if p.startswith("diff --git ")]
+
+
+class PortTree:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @classmethod
+    def build(cls, dest: Path, old: BaseRepo, new: BaseRepo) -> PortTree:
+        """A clone of the new base at ``dest`` with the old base's objects, both tagged."""
+        git.clone_local(new.path, dest)
+        git.checkout_branch(dest, BRANCH, new.commit)
+        git.tag(dest, BASE_TAG, new.commit)
+        git.fetch(dest, old.path, old.commit)
+        git.tag(dest, OLD_TAG, old.commit)
+        return cls(dest)
+
+    # -- reading ------------------------------------------------------------------
+
+    def lines(self, rel: str) -> list[str] | None:
+        """The work-tree file ``rel`` as lines, or None (absent, or reached through a symlink)."""
+        if self.symlink_on(rel):
+            return None
+        p = self.path / rel
+        return split_lines(p.read_bytes().decode("utf-8", "surrogateescape")) if p.is_file() else None
+
+    def lines_at(self, rev: str, rel: str) -> list[str] | None:
+        data = git.show(self.path, rev, rel)
+        return split_lines(data.decode("utf-8", "surrogateescape")) if data is not None else None
+
+    def old_lines(self, rel: str) -> list[str] | None:
+        """``rel`` on the old base."""
+        return self.lines_at(OLD_TAG, rel)
+
+    def new_lines(self, rel: str) -> list[str] | None:
+        """``rel`` on the new base (pristine, whatever the port applied since)."""
+        return self.lines_at(BASE_TAG, rel)
+
+    def symlink_on(self, rel: str) -> str | None:
+        """The symlink of HEAD that ``rel`` is or goes through, or None."""
+        parts = Path(rel).parts
+        prefixes = [str(Path(*parts[: i + 1])) for i in range(len(parts))]
+        for entry in git.ls_tree(self.path, "HEAD", prefixes):
+            if entry.mode == git.SYMLINK_MODE:
+                return entry.path
+        return None
+
+    def moves(self, patches: list[Patch]) -> dict[str, list[str]]:
+        """Old path -> new paths its content went to between the bases (renames and copies).
+
+        Limited to the directories of the files the queue touches (a whole-tree -C pass over
+        thousands of changed files exceeds git's rename limit and finds nothing).
+        """
+        dirs = sorted({str(Path(fc.old).parent) for p in patches for fc in p.files if fc.old})
+        return git.renames(self.path, OLD_TAG, BASE_TAG, dirs)
+
+    def region_diff(self, old_path: str, new_path: str) -> str:
+        """Upstream's diff of a file between the bases (the old path on the old base, the new on the new)."""
+        return git.diff_files(self.path, f"{OLD_TAG}:{old_path}", f"{BASE_TAG}:{new_path}")
+
+    def grep_def(self, name: str, defs_only: bool = False) -> str | None:
+        """Where the new base defines ``name`` (def/class, or a module-level assignment unless ``defs_only``)."""
+        pattern = rf"^\s*((async\s+)?def|class)\s+{re.escape(name)}\b"
+        if not defs_only:
+            pattern += rf"|^{re.escape(name)}\s*(:[^=]*)?="
+        first = git.grep(self.path, pattern, BASE_TAG, "vllm")[:1]
+        if not first:
+            return None
+        _, path, line, *_ = first[0].split(":", 3)
+        return f"{path}:{line}"
+
+    def reverse_applies(self, section: str) -> bool:
+        return git.reverse_applies(self.path, section)
+
+    def unmerged(self) -> list[str]:
+        return git.unmerged_paths(self.path)
+
+    def changes_nothing(self) -> bool:
+        """Everything staged (ignored files too): does the index equal HEAD?"""
+        git.stage(self.path, force=True)
+        return git.index_matches(self.path, "HEAD")
+
+    # -- applying -----------------------------------------------------------------
+
+    def _write(self, rel: str, text: str | None) -> None:
+        dest = self.path / rel
+        if text is None:
+            dest.unlink()
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(text.encode("utf-8", "surrogateescape"))
+        git.stage(self.path, [rel])
+
+    def _apply_3way(self, section: str, parked: Parked) -> tuple[FileStatus, str, list[str]]:
+        """``git apply --3way`` one file's section: (status, note, unmerged paths).
+
+        A conflict is parked (markers and index stages saved, file reset) so that the patch's
+        next file can be merged; ``unpark`` puts every parked conflict back.
+        """
+        clean, errors = git.apply_3way(self.path, section)
+        unmerged = self.unmerged()
+        if clean and not unmerged:
+            return FileStatus.THREE_WAY, "", []
+        if unmerged:
+            for path in unmerged:
+                stages = git.index_stages(self.path, path)
+                text = (self.path / path).read_bytes() if (self.path / path).exists() else None
+                parked.append((path, stages, text))
+            self.resolve_ours(unmerged)
+            return FileStatus.CONFLICT, "", unmerged
+        return FileStatus.FAILS, errors, []
+
+    def unpark(self, parked: Parked) -> None:
+        """Put parked conflicts back: the file with git's markers and its unmerged index stages."""
+        for path, stages, text in parked:
+            git.restore_stages(self.path, path, stages)
+            if text is not None:
+                (self.path / path).write_bytes(text)
+
+    def resolve_ours(self, paths: list[str]) -> None:
+        """Leave the conflicting files of a patch out: back to the tree's version."""
+        for p in paths:
+            if git.exists_at(self.path, "HEAD", p):
+                git.checkout_paths(self.path, "HEAD", [p])
+            else:
+                git.unstage_remove(self.path, p)
+                (self.path / p).unlink(missing_ok=True)
+
+    def apply_files(
+        self, patch: Patch, moves: dict[str, list[str]]
+    ) -> tuple[list[FileReport], list[HunkReport]]:
+        """Apply ``patch`` file by file: strict, else 3-way, else at the file its content went to.
+
+        Files that merge stay in the work tree and index; conflicting ones keep git's markers;
+        a file through a symlink of the new base is refused and left alone.
+        """
+        files, hunks, parked = [], [], []
+        link = symlinked_path(self.path, "HEAD", patch)
+        for fc, section in zip(patch.files, sections(patch)):
+            fr, rows = self._apply_file(patch, fc, section, moves, parked, link)
+            hunks += rows
+            files.append(fr)
+        self.unpark(parked)
+        return files, hunks
+
+    def _apply_file(self, patch, fc: FileChange, section, moves, parked, link):
+        target = fc.old or fc.new
+        fr = FileReport(fc.path, FileStatus.EXACT, test=is_test_file(fc.path))
+        through = (self.symlink_on(target) or (fc.new and self.symlink_on(fc.new))) if link else None
+        if through:
+            fr.status, fr.note = (
+                FileStatus.REFUSED,
+                f"goes through the symlink {through} of the new base: refused",
+            )
+            return fr, [_failed(r) for r in place_hunks([], fc)]
+        lines = self.lines(target)
+        if fc.kind == "add":
+            rows = place_hunks([], fc)
+            if lines is not None:
+                fr.status, fr.note = FileStatus.FAILS, "the patch creates it, but the new base has it"
+                rows = [_failed(r) for r in rows]
+        elif lines is None:
+            return self._apply_moved(fc, section, moves, parked, fr)
+        else:
+            rows = place_hunks(lines, fc)
+        if fr.status == FileStatus.EXACT:
+            try:
+                new_text = replay_file(patch, fc, "".join(lines) if lines is not None else None)
+            except ApplyError:
+                fr.status, fr.note, _ = self._apply_3way(section, parked)
+            else:
+                self._write(fc.new or fc.old, new_text)
+        if fr.status != FileStatus.EXACT:
+            retry_moved(fc, rows, [(d, self.lines(d)) for d in moves.get(fc.old or fc.path, [])])
+        return fr, rows
+
+    def _apply_moved(self, fc, section, moves, parked, fr):
+        """The new base has no such file: retry where git diff -M -C says its content went."""
+        target = fc.old or fc.new
+        rows = [
+            HunkReport(
+                fc.path,
+                i,
+                "",
+                (h.section_header or "").strip(),
+                "fails",
+                PlacementKind.FAILS,
+                note="file missing",
+                note_kind=HunkNote.FILE_MISSING,
+            )
+            for i, h in enumerate(fc.pfile, 1)
+        ]
+        fr.status, fr.note = FileStatus.MISSING, "the new base has no such file"
+        for dest in moves.get(target, []):
+            moved = self.lines(dest)
+            if moved is None:
+                continue
+            rows = place_hunks(moved, fc, dest)
+            for r in rows:
+                r.note, r.note_kind = f"moved: {fc.path} -> {dest}", HunkNote.MOVED_FILE
+            status, note, _ = self._apply_3way(section.replace(f"/{target}", f"/{dest}"), parked)
+            fr.moved_to = dest
+            fr.note = f"content moved to {dest} (git diff -M -C); retried there: {status}" + (
+                f" ({note})" if note else ""
+            )
+            fr.status = status if status in (FileStatus.CONFLICT, FileStatus.FAILS) else FileStatus.MOVED
+            break
+        return fr, rows
+
+
+def _failed(row: HunkReport) -> HunkReport:
+    return replace(row, status="fails", kind=PlacementKind.FAILS)
