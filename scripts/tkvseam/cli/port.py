@@ -52,6 +52,12 @@ def _session(ctx: Context, to_name: str, tree: str | None):
     return PortSession(ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress)
 
 
+def _pin_hint(to_name: str) -> str:
+    """An unknown target is a release not pinned yet: carrying it pins it and ports onto it."""
+    version = to_name.removeprefix("v")
+    return f"make carry VERSION={version}   (pins it and ports onto it; or only pin it: make pin VERSION={version})"
+
+
 def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
     """``--base``, else the newest carried base older than ``to_base`` (where a port starts from)."""
     from ..bases import load_bases
@@ -78,7 +84,7 @@ def port_report(ctx: Context, base_name, to_name, as_json):
     """Walk the whole queue onto the new base without stopping; print the report, keep nothing."""
     from ..port import render, report
 
-    to_base = ctx.base(to_name, hint="make port VERB=report TO={}", avoid=base_name)
+    to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "report")
     base_name = from_base.name
     reports = report(ctx.root, from_base, to_base, ctx.cache, ctx.progress)
@@ -111,7 +117,7 @@ def port_report(ctx: Context, base_name, to_name, as_json):
 @pass_ctx
 def port_start(ctx: Context, base_name, to_name, tree, force, as_json):
     """Start the port in the port tree; stop (exit 12) at the first patch needing you, else finish."""
-    to_base = ctx.base(to_name, hint="make port VERB=start TO={}", avoid=base_name)
+    to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "start")
     _finished(_session(ctx, to_name, tree).start(from_base, force), as_json)
 
