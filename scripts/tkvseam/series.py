@@ -109,7 +109,7 @@ def read_series(root: Path, queue: Queue = DEFAULT_QUEUE, base: str | None = Non
         if base is not None and queue != DEFAULT_QUEUE:
             raise SeamError(
                 f"{base} has no queue yet: no {queue.series} (bases.toml: queue of {base})",
-                hint=f"make port VERB=report TO={base}   (then `make port VERB=start TO={base}`)",
+                hint=f"make carry VERSION={base.removeprefix('v')}   (or read first: make port VERB=report TO={base})",
             )
         raise SeamError(f"no {queue.series} file in {root}", hint="create it (one patch name per line)")
     names = parse_series_text(path.read_text())
