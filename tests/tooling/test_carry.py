@@ -151,3 +151,42 @@ def test_make_carry_passes_what_you_give_as_written_and_runs_nothing(make, tmp_p
     assert not mark.exists()
     proc, argv = make("carry")
     assert proc.returncode == 2 and "usage: make carry VERSION=0.34.0" in proc.stderr and argv is None
+
+
+def test_a_carry_killed_before_its_lock_goes_on_from_there(cproject, wheels, crash_at):
+    """A real process, SIGKILLed when it is about to resolve the lock (pin and .seam table done)."""
+    index, cpu = wheels
+    argv = ["--root", str(cproject.root), "--cache", str(cproject.cache), "-q", "carry", NEW]
+    crash_at(
+        "tkvseam.carry.lock_cpu", *argv, "--no-index", "--find-links", str(index), "--find-links", str(cpu)
+    )
+    base = load_bases(cproject.root / "bases.toml")[NEW_NAME]
+    assert base.seam.ruff == "0.14.0" and not (cproject.root / base.cpu_lock).exists()
+    assert not (cproject.root / "build" / f"port-{NEW_NAME}").exists()
+    res = carry(cproject, wheels, expect=12)
+    assert "port to v9.10.0 stopped at 0002-add-mul.patch" in res.stderr
+    assert (cproject.root / base.cpu_lock).is_file()
+
+
+def test_two_carries_at_once_make_one_port_and_a_valid_bases_file(cproject, wheels):
+    import os
+    import subprocess
+    import sys
+
+    index, cpu = wheels
+    cmd = [sys.executable, "-m", "tkvseam", "--root", str(cproject.root), "--cache", str(cproject.cache)]
+    cmd += ["-q", "carry", NEW, "--no-index", "--find-links", str(index), "--find-links", str(cpu)]
+    env = dict(os.environ, TKV_SEAM_LOCK_TIMEOUT="300")
+    runs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = sorted((r.wait(), r.stderr.read()) for r in runs)
+    codes = [rc for rc, _ in results]
+    assert codes == [5, 12], results  # one port stops at the planted patch; the other is refused
+    bases = load_bases(cproject.root / "bases.toml")
+    assert list(bases) == [OLD_NAME, NEW_NAME] and bases[NEW_NAME].seam.ruff == "0.14.0"
+    text = (cproject.root / "bases.toml").read_text()
+    assert text.count(f'["{NEW_NAME}"]') == 1 and text.count(f'["{NEW_NAME}".seam]') == 1
+    status = json.loads(cproject.cli("port", "status", "--to", NEW_NAME, "--json").output)
+    assert status["current"] == "0002-add-mul.patch"

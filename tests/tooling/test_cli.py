@@ -139,7 +139,10 @@ def test_unknown_port_target_is_a_usage_error_with_a_port_hint(project, releases
         bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
     )
     err = project.cli("port", "start", "--base", NAME, "--to", "v9.9.10", expect=2).stderr
-    assert "unknown base 'v9.9.10'" in err and "next: make carry VERSION=9.9.10   (pins it and ports onto it" in err
+    assert (
+        "unknown base 'v9.9.10'" in err
+        and "next: make carry VERSION=9.9.10   (pins it and ports onto it" in err
+    )
 
 
 # item 11: one error boundary
