@@ -52,6 +52,7 @@ class CarryResult:
     steps: list[Step] = field(default_factory=list)
     exported: list[dict] = field(default_factory=list)  # the new queue's files: name, status
     problems: list[str] = field(default_factory=list)  # lint and style gate of the new queue
+    backup: str | None = None  # where the port's finish kept queue files it replaced
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -109,13 +110,13 @@ def carry(
             "--verdict/--reason are for a port stopped at a patch; none is in progress for " + base.name,
             hint=f"make carry VERSION={base.version}   (the port starts; give them when it stops)",
         )
-    source = session.source() or carried_before(bases, root, base.version)
+    started_from = session.source()  # a port in progress goes on from the queue it started from
+    source = bases.get(started_from) if started_from else carried_before(bases, root, base.version)
     if source is None:
         raise SeamError(
             f"no carried base is older than {base.name}: nothing to carry it from (a port goes forward only)",
             hint="tkv-seam carried   (the bases with a queue)",
         )
-    source = bases[source] if isinstance(source, str) else source
     result = CarryResult(base.name, source.name, steps=steps)
     for step in (_seam_table, _lock):
         result.steps.append(step(root, bases_file, bases, base, source, cache, opts, progress))
@@ -133,6 +134,7 @@ def carry(
     result.carried = True
     result.exported = done.exported
     result.problems = done.problems
+    result.backup = str(done.backup) if done.backup else None
     result.steps.append(
         Step("port", "finished", f"{len(done.exported)} patch file(s) in {base.queue.patches}/")
     )

@@ -212,6 +212,7 @@ def carry(
             f"{result.base}: carried"
             + (f" (ported from {result.source})" if result.source else "")
             + (f"; {len(result.problems)} lint/style problem(s) in its queue" if result.problems else "")
+            + (f"; the queue files it replaced are in {result.backup}" if result.backup else "")
             + f"; next: make test BASE={result.base}"
         )
     if result.problems:
