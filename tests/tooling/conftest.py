@@ -99,6 +99,13 @@ NEXT_FILES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_base_from_make(monkeypatch):
+    """The synthetic bases are the tests' own: `make test BASE=v0.33.0` exports BASE to every
+    recipe, and the CLI's --base defaults to it, so it must not reach these tests."""
+    monkeypatch.delenv("BASE", raising=False)
+
+
 @pytest.fixture(scope="session")
 def releases(tmp_path_factory) -> dict[str, Upstream]:
     """Two synthetic releases in one git repo: v9.9.9 and v9.10.0, each with its sdist."""
