@@ -95,6 +95,11 @@ def carry(
     steps: list[Step] = []
     base = _pinned(bases, wanted)
     if base is None:
+        if carried_before(bases, root, wanted) is None:  # refused before anything is written
+            raise SeamError(
+                f"no carried base is older than {wanted}: nothing to carry it from (a port goes forward only)",
+                hint="tkv-seam carried   (the bases with a queue)",
+            )
         pinned = pin(bases_file, str(wanted), cache, opts.index_url, progress=progress, root=root)
         bases = load_bases(bases_file, root)
         base = bases[pinned.name]

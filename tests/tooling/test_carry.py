@@ -20,6 +20,7 @@ from tkvseam.carried import carried_bases, footprint
 from .carrying import (
     NEW,
     NEW_NAME,
+    OLD_FILES,
     OLD_NAME,
     carrying_project,
     git_project,
@@ -27,6 +28,7 @@ from .carrying import (
     make_wheels,
     status,
 )
+from .conftest import make_release
 from .test_apply import make_two_patches
 from .test_makefile import make as make_fixture
 
@@ -123,9 +125,15 @@ def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queu
     assert status(root) == before
 
 
-def test_carry_refuses_a_release_no_carried_queue_is_older_than(cproject, wheels, releases):
-    err = cproject.cli("carry", "9.9.8", expect=1).stderr
-    assert "lists no sdist of vllm 9.9.8" in err
+def test_carry_refuses_a_release_no_carried_queue_is_older_than(tmp_path, releases, monkeypatch):
+    """9.9.8 is on the index but older than every carried base: refused before it is pinned."""
+    older = make_release(tmp_path / "older", "9.9.8", OLD_FILES)
+    with carrying_project(tmp_path, {**releases, "v9.9.8": older}, monkeypatch) as (cproject, _):
+        before = (cproject.root / "bases.toml").read_bytes()
+        err = cproject.cli("carry", "9.9.8", expect=1).stderr
+        assert "no carried base is older than 9.9.8: nothing to carry it from" in err
+        assert (cproject.root / "bases.toml").read_bytes() == before
+        assert not (cproject.cache / "sdist" / "vllm-9.9.8.tar.gz").exists()  # nothing downloaded
     out = cproject.cli("carry", "9.9.9").output  # the top-level queue's own release: carried already
     assert "carried: series exists" in out
     err = cproject.cli("carry", "latest", expect=2).stderr
