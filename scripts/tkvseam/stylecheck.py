@@ -127,13 +127,13 @@ def prefix_problems(
     cache: Path,
     only: set[int] | None = None,
     ruff: str | None = None,
-) -> list[str]:
+) -> list[tuple[int, str]]:
     """The gate on every prefix k of the series (``chain[k]`` holds patches 1..k): the .py files
     patches 1..k touch, as they are at ``chain[k]``. ``only``: just these prefixes.
 
     Each distinct file version is checked once; a problem is reported for the prefixes that
     hold that version (``prefix 6``, or ``prefixes 6-8`` when later patches leave the file as
-    it is), with the patch that made it.
+    it is), with the patch that made it: ``(that patch's number, message)``.
     """
     ks = [k for k in range(1, len(patches) + 1) if only is None or k in only]
     files_at = {k: _py_files(patches[:k]) for k in ks}
@@ -156,5 +156,5 @@ def prefix_problems(
         first, last = prefixes[0], prefixes[-1]
         where = f"prefix {first}" if first == last else f"prefixes {first}-{last}"
         made_by = next(k for k in range(first, 0, -1) if path in {fc.path for fc in patches[k - 1].files})
-        problems += [f"{where} ({patches[made_by - 1].name}): {p}" for p in found]
+        problems += [(made_by, f"{where} ({patches[made_by - 1].name}): {p}") for p in found]
     return problems

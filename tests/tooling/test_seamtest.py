@@ -167,7 +167,7 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
     report = lane.report(r, {})
     assert not report.ok and report.data["style"] == lane.style
     assert f"style: {lane.style[0]}" in report.lines
-    assert any("make bisect BASE=v9.9.9 PATCH=<n>" in line for line in report.lines)
+    assert report.lines[-2].endswith("make bisect BASE=v9.9.9 PATCH=0001")
 
     # One patch's bisect (PATCH=0002) checks its own prefix only.
     lane = BisectLane(only={2})

@@ -87,6 +87,7 @@ class BisectLane:
         self.only = only  # patch numbers (1-based) to bisect; None: all
         self.problems: list[str] = []  # prefixes that do not byte-compile
         self.style: list[str] = []  # prefixes that fail the base's style gate
+        self._style_patch: int | None = None  # the patch that made the first of them
         # Probe -> (job label, {requested node id -> node id in that job's root})
         self._probes: dict[Probe, tuple[str, dict[str, str]]] = {}
 
@@ -105,7 +106,9 @@ class BisectLane:
                 self.problems += [
                     f"prefix {j}: {e}" for e in compile_errors(r.tree, chain[j], sorted(set(touched)))
                 ]
-        self.style = prefix_problems(r.tree, chain, r.patches, r.base, r.cache, self.only)
+        style = prefix_problems(r.tree, chain, r.patches, r.base, r.cache, self.only)
+        self.style = [message for _, message in style]
+        self._style_patch = style[0][0] if style else None
         jobs = []
         for j in range(len(chain)):
             here, nxt = self._nodes(r, j), self._nodes(r, j + 1)
@@ -206,8 +209,9 @@ class BisectLane:
         if self.style:
             tree = r.tree.relative_to(r.root) if r.tree.is_relative_to(r.root) else r.tree
             lines.append(
-                f"style: next: fix the patch in {tree} (git commit --fixup), make refresh BASE={r.base.name}, "
-                f"then make bisect BASE={r.base.name} PATCH=<n>"
+                f"style: next: fix patch {self._style_patch:04d} in {tree} (git commit --fixup), "
+                f"make refresh BASE={r.base.name}, then make bisect BASE={r.base.name} "
+                f"PATCH={self._style_patch:04d}"
             )
         lines.append(f"bisect: {len(rows) - len(bad)} passed, {len(bad)} failed")
         ok = not bad and not self.problems and not self.style
