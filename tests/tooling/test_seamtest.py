@@ -115,3 +115,63 @@ def test_every_job_is_told_its_base_whatever_the_callers_environment(tmp_path, m
     r.base = load_bases(root / "bases.toml")["v0.33.0"]
     env = r.env(tmp_path / "outcomes.jsonl", {"EXTRA": "1"})
     assert env["BASE"] == "v0.33.0" and env["EXTRA"] == "1" and env["VLLM_PLUGINS"] == ""
+
+
+def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
+    """The bisect lane runs the base's ruff on every prefix: a file left unformatted by one patch
+    (and fixed by the next) fails that prefix alone; a problem the later patches keep is reported
+    for each prefix that holds it; the report names prefix, patch, file, line and rule."""
+    import sys
+    from types import SimpleNamespace
+
+    from tkvseam import git
+    from tkvseam.seamtest.bisect import BisectLane
+    from tkvseam.seamtest.runner import Runner
+    from tkvseam.stylecheck import _version
+
+    tree = tmp_path / "vllm"
+    git.init(tree)
+    (tree / "pyproject.toml").write_text('[tool.ruff]\nline-length = 88\n[tool.ruff.lint]\nselect = ["F"]\n')
+    (tree / "vllm").mkdir()
+    (tree / "vllm/mod.py").write_text("def f():\n    return 1\n")
+    author = "Up Stream <up@example.invalid>"
+    chain = [git.commit(tree, "base\n", author)]
+    steps = {  # patch -> files it writes
+        "0001-a.patch": {
+            "vllm/mod.py": "import os\n\n\ndef f():\n    return 1\n",  # F401, kept by 0002
+            "vllm/a.py": "def g():\n    return 2\n\n\n",  # trailing blank lines, fixed by 0002
+        },
+        "0002-b.patch": {"vllm/a.py": "def g():\n    return 2\n"},
+        "0003-c.patch": {"README.md": "not python\n"},
+    }
+    patches = []
+    for name, files in steps.items():
+        for path, text in files.items():
+            (tree / path).write_text(text)
+        chain.append(git.commit(tree, f"{name}\n", author))
+        changes = [SimpleNamespace(path=p, new=p, old=p) for p in files]
+        patches.append(SimpleNamespace(name=name, files=changes, header=SimpleNamespace(tests=[], guards=[])))
+
+    r = Runner.__new__(Runner)  # a build tree without venvs: only the lane's own checks run
+    r.root, r.tree, r.cache, r.patches = tmp_path, tree, tmp_path / "cache", patches
+    r.base_commit, r.commits = chain[0], chain[1:]
+    ruff = _version(str(Path(sys.executable).with_name("ruff")))
+    r.base = SimpleNamespace(name="v9.9.9", seam=SimpleNamespace(ruff=ruff))
+
+    lane = BisectLane()
+    assert lane.jobs(r) == []
+    assert lane.style == [
+        "prefix 1 (0001-a.patch): ruff format: vllm/a.py:3: would reformat: remove a blank line",
+        "prefixes 1-3 (0001-a.patch): ruff check: vllm/mod.py:1:8: F401 [*] `os` imported but unused",
+    ]
+    report = lane.report(r, {})
+    assert not report.ok and report.data["style"] == lane.style
+    assert f"style: {lane.style[0]}" in report.lines
+    assert report.lines[-2].endswith("make bisect BASE=v9.9.9 PATCH=0001")
+
+    # One patch's bisect (PATCH=0002) checks its own prefix only.
+    lane = BisectLane(only={2})
+    lane.jobs(r)
+    assert lane.style == [
+        "prefix 2 (0001-a.patch): ruff check: vllm/mod.py:1:8: F401 [*] `os` imported but unused"
+    ]
