@@ -175,6 +175,8 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
     assert lane.style == [
         "prefix 2 (0001-a.patch): ruff check: vllm/mod.py:1:8: F401 [*] `os` imported but unused"
     ]
+
+
 def test_a_job_may_unset_what_the_runner_sets(tmp_path):
     """``None`` in a job's env removes the variable: the plugin lane's guard job runs with
     VLLM_PLUGINS unset (every installed plugin loads), where every other job has it empty."""
