@@ -22,6 +22,15 @@ from click.testing import CliRunner
 from tkvseam import git
 from tkvseam.cli import main
 
+
+@pytest.fixture(autouse=True)
+def _no_base_from_the_caller(monkeypatch):
+    """The tool defaults ``--base`` to ``$BASE`` (make passes it); ``make test BASE=…`` exports
+    it to this process too. The tooling tests' bases are synthetic: a test that wants ``$BASE``
+    sets it itself."""
+    monkeypatch.delenv("BASE", raising=False)
+
+
 VERSION = "9.9.9"
 NAME = f"v{VERSION}"
 
@@ -97,13 +106,6 @@ NEXT_FILES = {
     "vllm/config/cache.py": "# new header\n# more\n" + FILES["vllm/config/cache.py"],
     "vllm/engine/arg_utils.py": FILES["vllm/engine/arg_utils.py"].replace("return a - b", "return -(b - a)"),
 }
-
-
-@pytest.fixture(autouse=True)
-def _no_base_from_make(monkeypatch):
-    """The synthetic bases are the tests' own: `make test BASE=v0.33.0` exports BASE to every
-    recipe, and the CLI's --base defaults to it, so it must not reach these tests."""
-    monkeypatch.delenv("BASE", raising=False)
 
 
 @pytest.fixture(scope="session")
