@@ -209,6 +209,7 @@ def test_plugin_lane_runs_every_guard_with_the_plugin_loaded(tmp_path, monkeypat
     from tkvseam.seamtest.runner import JobResult
 
     monkeypatch.setattr(plugin, "plugin_dir", lambda r: tmp_path / "turbo-attn")
+    monkeypatch.setattr(plugin, "planner", lambda r: "vllm.v1.core.kv_cache_utils")
     r = _plugin_runner(tmp_path, ["g.py::x", "g.py::y"])
     lane = plugin.PluginLane()
     jobs = {job.label: job for job in lane.jobs(r)}

@@ -72,6 +72,11 @@ def plugin_dir(r: Runner) -> Path:
     return target
 
 
+def planner(r: Runner) -> str:
+    """The base's planner module, read off its queue (tests/plugin plans with it)."""
+    return planner_module(r.root, r.base)
+
+
 class PluginLane:
     name = "plugin"
     sides = (("stock", PLUGIN_STOCK), ("patched", PLUGIN_PATCHED))
@@ -81,7 +86,7 @@ class PluginLane:
 
     def jobs(self, r: Runner) -> list[Job]:
         plugin = plugin_dir(r)
-        env = (("TKV_SEAM_PLUGIN_PATH", str(plugin)), (PLANNER_ENV, planner_module(r.root, r.base)))
+        env = (("TKV_SEAM_PLUGIN_PATH", str(plugin)), (PLANNER_ENV, planner(r)))
         commits = {"stock": r.base_commit, "patched": r.head}
         jobs = [
             Job(f"plugin-{side}", commits[side], Root(None), (test_file,), env, estimate=120.0)
