@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import git
+from .. import git, hints
 from ..bases import Base, default_cache_dir
 from ..baserepo import base_repo
 from ..commits import commit_series
@@ -41,7 +41,7 @@ from ..state import Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeS
 from .analysis import try_patch
 from .finish import Finished, finish_queue
 from .model import APPLIED, PatchReport, PatchStatus
-from .render import port_command, stop_hint, stop_message
+from .render import WHY, port_command, stop_hint, stop_message
 from .report import refuse_direction
 from .tree import PortTree
 
@@ -92,8 +92,9 @@ class PortSession:
         self.seam = SeamTree(self.path)
         self.tree = PortTree(self.path)
 
-    def _cmd(self, verb: str) -> str:
-        return port_command(verb, self.to_base.name, self.path, self.default_tree)
+    def _cmd(self, verb: str, **variables: str) -> str:
+        """``make port VERB=<verb>`` for this port (its tree named when it is not the default)."""
+        return port_command(verb, self.to_base.name, self.path, self.default_tree, **variables)
 
     # -- the verbs ----------------------------------------------------------------
 
@@ -173,9 +174,7 @@ class PortSession:
         """
         reason = one_line(reason, "--reason") or ""
         if not reason:
-            raise UsageError(
-                "skip needs --reason '<why the patch goes>'", hint=f"{self._cmd('skip')} --reason '<why>'"
-            )
+            raise UsageError("skip needs --reason '<why the patch goes>'", hint=self._cmd("skip", REASON=WHY))
         if verdict not in SKIP_VERDICTS:
             raise UsageError(f"--verdict {verdict!r}: a skipped patch is 'obsolete' or 'dropped'")
         with self.seam.locked(self.progress):
@@ -202,8 +201,9 @@ class PortSession:
             if state.port.finished:
                 raise RefusedError(
                     f"the port to {self.to_base.name} has finished; its queue is written",
-                    hint=f"drop the queue with git (git checkout -- {self.to_base.queue.patches}); the tree "
-                    f"stays a tree of {self.to_base.name} (`make apply BASE={self.to_base.name}` replaces it)",
+                    hint=f"drop the queue with git (`{hints.shell('git', 'checkout', '--', self.to_base.queue.patches)}`); "
+                    f"the tree stays a tree of {self.to_base.name} (`{hints.make('apply', BASE=self.to_base.name)}` "
+                    "replaces it)",
                 )
             extra = {"tkv-seam.json": TreeState.path(self.path).read_bytes()}
             msg = self.seam.git_dir / PORT_MSG
@@ -217,6 +217,29 @@ class PortSession:
         with self.seam.locked(self.progress):
             return self._load()
 
+    def unmerged(self) -> list[str]:
+        """The port tree's paths git still has unmerged (conflicts not yet resolved and added)."""
+        return self.tree.unmerged() if self.seam.git_dir.is_dir() else []
+
+    def next_step(self, state: TreeState, unmerged: list[str]) -> str:
+        """The command that takes the port on from ``state`` (what ``port status`` ends with)."""
+        p = state.port
+        if p.finished:
+            return (
+                f"{hints.shell('git', 'status', '--', self.to_base.queue.patches)}  (review the written "
+                "queue and commit it)"
+            )
+        if p.current and unmerged:
+            return (
+                f"resolve {', '.join(unmerged)}, `{git_c(self.path, 'add', *unmerged)}`, then "
+                f"`{self._cmd('continue')}` (or `{self._cmd('skip', REASON=WHY)}`)"
+            )
+        if p.current:
+            return f"{self._cmd('continue')}   (or `{self._cmd('skip', REASON=WHY)}`)"
+        if p.next < len(p.series):  # an interrupted run: continue takes it up
+            return self._cmd("continue")
+        return self._cmd("finish")
+
     def finish(self, force: bool = False) -> Finished:
         with self.seam.locked(self.progress):
             return self._finish(self._load(), force)
@@ -228,7 +251,7 @@ class PortSession:
         if state is None or state.kind != Kind.PORT or state.port is None:
             raise SeamError(
                 f"no port to {self.to_base.name} in progress ({self.path})",
-                hint=f"{self._cmd('start')}   (or `make port VERB=start TO={self.to_base.name}`)",
+                hint=self._cmd("start"),
             )
         if state.base != self.to_base.name:
             raise RefusedError(
@@ -356,19 +379,19 @@ class PortSession:
         if unmerged:
             raise RefusedError(
                 f"{current}: still unmerged: {', '.join(unmerged)}",
-                hint=f"resolve them, `git -C {tree} add {' '.join(unmerged)}`, then `{self._cmd('continue')}`",
+                hint=f"resolve them, `{git_c(tree, 'add', *unmerged)}`, then `{self._cmd('continue')}`",
             )
         unstaged = git.unstaged_paths(tree)
         if unstaged:
             raise RefusedError(
                 f"{current}: changes not staged: {', '.join(unstaged)}",
-                hint=f"stage them (git -C {tree} add <files>) or drop them (git -C {tree} checkout -- <files>), "
-                f"then `{self._cmd('continue')}`",
+                hint=f"stage them (`{git_c(tree, 'add', *unstaged)}`) or drop them "
+                f"(`{git_c(tree, 'checkout', '--', *unstaged)}`), then `{self._cmd('continue')}`",
             )
         if not git.staged_paths(tree):
             raise RefusedError(
                 f"{current}: nothing staged to commit",
-                hint=f"stage your resolution (git -C {tree} add <files>), or `{self._cmd('skip')} --reason '<why>'`",
+                hint=f"stage your resolution (`{git_c(tree, 'add', '<files>')}`), or `{self._cmd('skip', REASON=WHY)}`",
             )
         marked = [
             line
@@ -415,6 +438,11 @@ class PortSession:
 
     def _finish(self, state: TreeState, force: bool) -> Finished:
         return finish_queue(self, state, force)
+
+
+def git_c(tree: Path, *args: str) -> str:
+    """``git -C <tree> <args>`` as a hint (the tree quoted)."""
+    return hints.shell("git", "-C", tree, *args)
 
 
 def set_trailer(message: str, key: str, value: str) -> str:
