@@ -1,0 +1,158 @@
+"""Every ``next:`` hint is a command that runs from the project root as written.
+
+The hints printed during the whole test session are collected (``hint_log``, conftest) and
+checked by the last test (``hintcheck``): a make target that exists with the variables it
+takes, a tkv-seam command with its options, a git subcommand, a command on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from tkvseam import hints
+
+from .conftest import NAME, bases_toml, message
+from .hintcheck import ROOT, commands, make_help, problems
+from .portcase import NEXT, NEXT_VERSION
+
+
+def test_the_checker_finds_the_commands_of_a_hint():
+    hint = (
+        "resolve them, `git -C '/tmp/a b' add x.py`, then `make port VERB=continue TO=v0.32.0`; "
+        "or mv /x /x.mine, then run the command again"
+    )
+    assert commands(hint) == [
+        "git -C '/tmp/a b' add x.py",
+        "make port VERB=continue TO=v0.32.0",
+        "mv /x /x.mine",
+    ]
+    assert (
+        commands("check access to the package index (TKV_SEAM_INDEX_URL), then run the command again") == []
+    )
+
+
+@pytest.mark.parametrize(
+    "hint, why",
+    [
+        ("tkv-seam watch --since 0.31.0", "not on PATH"),
+        ("make port TO=v0.33.0 REPORT=1", "does not take REPORT="),
+        ("make lint-everything", "no target 'lint-everything'"),
+        (".venv/bin/tkv-seam port --to v0.33.0 --continue", "has no option --to"),
+        (".venv/bin/tkv-seam port", "needs a command"),
+        (".venv/bin/tkv-seam port start --to v0.33.0 --tree x --frobnicate", "no option --frobnicate"),
+        ("`git -C build/x frobnicate`", "no subcommand 'frobnicate'"),
+        ("make image BASE=v0.31.0 ...", "no target '...'"),
+    ],
+)
+def test_the_checker_refuses_a_command_that_does_not_run(hint, why):
+    found = problems(hint)
+    assert found and why in found[0], found
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        hints.port("skip", "v0.33.0", "/tmp/a b/port", REASON="'<why>'"),
+        hints.make("drift", DIFF="<slug>", BASE="v0.32.0"),
+        hints.tool("refresh", "--base", "v0.32.0", "--tree", "build/port-v0.32.0", "--force"),
+        hints.tool("pin", "--yanked", "0.34.0"),
+        "ls -ld /tmp  (make it writable for you), then run the command again",
+        "`GIT_SEQUENCE_EDITOR=: git rebase -i --autosquash tkv-seam-base`",
+    ],
+)
+def test_the_hints_module_renders_commands_that_run(hint):
+    assert problems(hint) == []
+
+
+def test_a_value_with_a_space_stays_one_word():
+    assert (
+        hints.port("status", "v0.32.0", "/tmp/a b") == "make port VERB=status TO=v0.32.0 PORT_TREE='/tmp/a b'"
+    )
+    assert hints.make("apply", BASE="v0.31.0", FORCE=None) == "make apply BASE=v0.31.0"
+
+
+# --------------------------------------------------------------------------- make help
+
+
+def _makefile_targets() -> set[str]:
+    """Every rule target the Makefile spells out (not file targets such as $(VENV)/.done)."""
+    text = (ROOT / "Makefile").read_text()
+    phony = set(re.search(r"^\.PHONY:((?:.*\\\n)*.*)$", text, re.M).group(1).replace("\\\n", " ").split())
+    rules = {m.group(1) for m in re.finditer(r"^([a-z][a-z-]*):(?!=)", text, re.M)}
+    return phony | rules
+
+
+def test_make_help_lists_every_target_of_the_makefile():
+    targets, _ = make_help()
+    assert sorted(_makefile_targets() - set(targets)) == []
+    assert {"lint-code", "lint-workflows"} <= set(targets)
+
+
+def test_make_help_lists_the_variables_each_target_takes():
+    targets, anywhere = make_help()
+    assert {"VERB", "TO", "BASE", "REASON", "VERDICT", "PORT_TREE", "JSON", "FORCE"} <= targets["port"]
+    assert {"BASE", "FORCE", "VLLM_GIT"} <= targets["apply"]
+    assert {"BASE", "PATCH"} <= targets["bisect"]
+    assert {"DIFF", "BASE"} <= targets["drift"]
+    assert "TKV_SEAM_LOCK_TIMEOUT" in anywhere
+    # every variable a recipe reads with $(VAR) / $(value VAR) is listed under some target
+    text = (ROOT / "Makefile").read_text()
+    read = set(re.findall(r"\$\((?:value |if \$\()?([A-Z][A-Z_]+)\)", text))
+    internal = {"VENV", "TOOL", "UV", "TREE", "VLLM_VENV", "LOCK", "FORCE_FLAG", "FIND_LINKS", "TEST_BASES"}
+    internal |= {
+        "MAKEFILE_LIST",
+        "MAKE",
+        "HOME",
+        "PORT_VERBS",
+        "WATCH_ARGS",
+        "SKIP",
+        "STATUS",
+        "ABORT",
+        "CONTINUE",
+    }
+    internal |= {"REPORT", "FINISH"} - targets["watch"]
+    listed = set().union(*targets.values(), anywhere)
+    assert sorted(read - internal - listed) == []
+
+
+# --------------------------------------------------------------------------- the hints printed
+
+
+def _failures(project, releases) -> None:
+    """Failures whose hints earlier versions spelled wrong, so the check below never runs empty."""
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    project.apply()
+    project.commit_in_tree("vllm/x.py", "X = 1\n", message("add-x"))
+    project.refresh()
+    project.cli("drift", "--diff", "add-x", "--base", NEXT, expect=2)  # no queue yet: the port report
+    project.cli("watch", "--write", expect=2)
+    project.cli("pin", "not-a-version", expect=2)
+    project.cli("port", "continue", "--to", NEXT, expect=1)  # before start
+    project.cli("port", "status", "--to", NEXT, expect=1)
+    (project.tree / "vllm/x.py").write_text("X = 2\n")
+    project.refresh(expect=5)  # uncommitted changes
+
+
+def test_every_hint_printed_is_a_command_that_runs(project, releases, hint_log):
+    _failures(project, releases)
+    printed = sorted({json.loads(line)["hint"] for line in hint_log.read_text().splitlines()})
+    assert len(printed) >= 6
+    bad = {hint: found for hint in printed if (found := problems(hint))}
+    assert bad == {}
+
+
+def test_the_hint_log_takes_hints_from_other_processes_too(project, hint_log):
+    before = hint_log.read_text().count("\n")
+    proc = subprocess.run(
+        [str(ROOT / ".venv/bin/tkv-seam"), *project.argv("port", "status", "--to", "v0.0.0")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "next:" in proc.stderr
+    assert hint_log.read_text().count("\n") == before + 1
