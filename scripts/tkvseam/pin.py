@@ -131,7 +131,7 @@ def _refuse(bases_file: Path, name: str, diffs: list[str]) -> VerifyError:
     return VerifyError(
         f"{name} is already pinned in {bases_file} with other values:\n{lines}",
         hint=f'check the release; to re-pin on purpose, delete the ["{name}"] table from '
-        f"{bases_file.name}, then: tkv-seam pin {name.removeprefix('v')}",
+        f"{bases_file.name}, then: {hints.make('pin', VERSION=name.removeprefix('v'))}",
     )
 
 

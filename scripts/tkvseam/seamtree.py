@@ -381,7 +381,7 @@ class SeamTree:
                 f"holds work added since:\n{work.describe()}",
                 hint=f"finish the switch and keep that work in a ref it names: `{self._rerun('apply', state.base, True)}` "
                 f"(then `{hints.shell('git', '-C', self.path, 'checkout', '<ref>', '--', '<file>')}` or "
-                "`cherry-pick` brings it back)",
+                "`git cherry-pick <ref>` brings it back)",
             )
         if work:
             ref = self.keep_dropped(work, "finishing an interrupted switch")

@@ -119,10 +119,12 @@ def _command_problems(cmd: str) -> list[str]:
 
 def _make_problems(args: list[str]) -> list[str]:
     targets, anywhere = make_help()
-    wanted = [a for a in args if not _ASSIGN.match(a) and not a.startswith("-")]
+    wanted = [
+        a for a in args if not _ASSIGN.match(a) and not a.startswith("-") and not _PLACEHOLDER.fullmatch(a)
+    ]
     given = [a.split("=", 1)[0] for a in args if _ASSIGN.match(a)]
     out = [f"make has no target {t!r} (make help)" for t in wanted if t not in targets]
-    if not wanted:
+    if not wanted and not any(_PLACEHOLDER.fullmatch(a) for a in args):
         out.append("no target (make alone shows the help)")
     for var in given:
         if not any(var in targets.get(t, set()) for t in wanted) and var not in anywhere:

@@ -7,7 +7,9 @@ takes, a tkv-seam command with its options, a git subcommand, a command on PATH.
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import re
 import subprocess
 
@@ -119,6 +121,52 @@ def test_make_help_lists_the_variables_each_target_takes():
     assert sorted(read - internal - listed) == []
 
 
+# --------------------------------------------------------------------------- the hints in the code
+
+
+def _literal(node: ast.expr) -> str | None:
+    """A hint as the code spells it, each interpolated value shown as ``<value>``; None if not text."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "<value>" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal(node.left), _literal(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.IfExp):
+        return _literal(node.body)
+    return None
+
+
+def code_hints() -> dict[str, str]:
+    """``module:line`` -> every hint the tool's code spells out (``hint=``, ``default_hint``, ``force_hint=``,
+    ``rerun=``, ``again=``)."""
+    package = ROOT / "scripts" / "tkvseam"
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            values = []
+            if isinstance(node, ast.keyword) and node.arg in ("hint", "force_hint", "rerun", "again"):
+                values.append(node.value)
+            if isinstance(node, ast.Assign):
+                if any(isinstance(t, ast.Name) and t.id in ("hint", "default_hint") for t in node.targets):
+                    values.append(node.value)
+            for value in values:
+                text = _literal(value)
+                if text is not None:
+                    found[f"{path.relative_to(package)}:{value.lineno}"] = text
+    return found
+
+
+def test_every_hint_the_code_spells_out_names_commands_that_run():
+    found = code_hints()
+    assert len(found) > 100
+    bad = [
+        f"{where}: {text}\n    " + "\n    ".join(p) for where, text in found.items() if (p := problems(text))
+    ]
+    assert not bad, "\n".join(bad)
+
+
 # --------------------------------------------------------------------------- the hints printed
 
 
@@ -147,8 +195,8 @@ def test_every_hint_printed_is_a_command_that_runs(project, releases, hint_log):
     own = _failures(project, releases)
     assert len(own) == 6
     printed = sorted({json.loads(line)["hint"] for line in hint_log.read_text().splitlines()} | set(own))
-    bad = {hint: found for hint in printed if (found := problems(hint))}
-    assert bad == {}
+    bad = [f"{hint}\n    " + "\n    ".join(found) for hint in printed if (found := problems(hint))]
+    assert not bad, "hints that do not run as written:\n" + "\n".join(bad)
 
 
 def test_the_hint_log_takes_hints_from_other_processes_too(project, hint_log):
@@ -159,4 +207,5 @@ def test_the_hint_log_takes_hints_from_other_processes_too(project, hint_log):
         text=True,
     )
     assert proc.returncode == 2 and "next:" in proc.stderr
-    assert hint_log.read_text().count("\n") == before + 1
+    after = hint_log.read_text().count("\n")
+    assert after == before + 1, (os.environ.get(hints.LOG_ENV), str(hint_log), proc.stderr)
