@@ -93,7 +93,7 @@ test-image: apply ## The overlay image on stand-in bases, a push to a local regi
 test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores) | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest all --base $(BASE)
 
-bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1 (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
+bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest bisect --base $(BASE) $(if $(PATCH),--patch $(PATCH),)
 
 seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>

@@ -245,6 +245,9 @@ def _own_tensors(config):
 def test_projected_groups_plan_as_pristine(pristine):
     """A pipeline parallel worker's projection of random groups, as get_kv_cache_configs makes it.
 
+    The patched projection (which records the model's fused sets on a group with a fused spec)
+    returns the pristine one's groups for these unfused ones.
+
     A projected UniformTypeKVCacheSpecs group that holds some of its layers gets their specs only;
     one that holds none keeps the global kv_cache_specs with no layer_names. The budget equals the
     pristine one in every case. The plans are equal too, except that for a group holding none of
@@ -264,6 +267,12 @@ def test_projected_groups_plan_as_pristine(pristine):
         }
         worker = {name: specs[name] for name in names if rng.random() < 0.5} or {names[0]: specs[names[0]]}
         groups = pristine._project_kv_cache_groups_to_worker(global_groups, worker)
+        # The patched projection records fused sets only: unfused groups project as pristine.
+        ours = _outcome(patched._project_kv_cache_groups_to_worker, global_groups, worker)
+        assert ours == ("returned", groups, repr(groups)), (
+            "_project_kv_cache_groups_to_worker",
+            global_groups,
+        )
         for group, projected in zip(global_groups, groups):
             if isinstance(group.kv_cache_spec, UniformTypeKVCacheSpecs):
                 if not projected.layer_names:

@@ -144,9 +144,13 @@ from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, res
 from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
 try:  # v0.33.0 moved the planner; the engine core forms the global groups first
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_planning import (
+        get_global_kv_cache_groups,
+        get_kv_cache_configs,
+        get_tensor_slots,
+    )
 except ImportError:
-    from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_configs, get_tensor_slots
 
     get_global_kv_cache_groups = None
 
@@ -182,11 +186,15 @@ def type_path(obj):
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def plan(specs_by_name, available):
-    args = (config, [specs_by_name], [available])
+def plan_workers(workers, available):
+    args = (config, workers, [available] * len(workers))
     if get_global_kv_cache_groups is not None:
-        args += (get_global_kv_cache_groups(config, [specs_by_name]),)
-    (kv_cache_config,) = get_kv_cache_configs(*args)
+        args += (get_global_kv_cache_groups(config, workers),)
+    return get_kv_cache_configs(*args)
+
+
+def plan(specs_by_name, available):
+    (kv_cache_config,) = plan_workers([specs_by_name], available)
     return kv_cache_config
 
 
@@ -263,7 +271,29 @@ fused = dict(
     control_blocks=control_kv.num_blocks,
     stock_blocks=stock_kv.num_blocks,
 )
-emit(spec=spec, uniform=uniform, fused=fused)
+
+# Two pipeline-parallel workers of half the layers each. Every worker keeps the plugin's fused
+# set (its slots, by position); the plugin reads each layer's region by name from the
+# composite's per_layer_offsets (composite_region_view), here over the worker's own bytes.
+from tkv.integrations.vllm._offsets import composite_region_view
+
+half = len(names) // 2
+pp = []
+for kv in plan_workers([dict(list(mixed.items())[:half]), dict(list(mixed.items())[half:])], 4 << 20):
+    (group,) = kv.kv_cache_groups
+    composite_spec = group.kv_cache_spec
+    page = composite_spec.page_size_bytes
+    raw = torch.zeros(kv.kv_cache_tensors[0].size, dtype=torch.uint8)
+    regions = []
+    for tensor in kv.kv_cache_tensors:
+        (name,) = tensor.layers
+        slot = raw[tensor.offset : tensor.offset + kv.num_blocks * page]
+        start, end = composite_spec.per_layer_offsets[name][:2]
+        region = composite_region_view(slot.view(kv.num_blocks, block_size, -1), start, end)
+        first = region.data_ptr() - raw.data_ptr()
+        regions.append([name, first, first + region.numel(), raw.numel()])
+    pp.append(dict(slots=get_tensor_slots(group), regions=regions))
+emit(spec=spec, uniform=uniform, fused=fused, pp=pp)
 """
 
 BYPASS = """
@@ -450,6 +480,26 @@ def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity
     assert fused["stock_count"] == 1 and fused["stock_page"] == fused["composite_page"], fused
     assert stock_blocks == control_blocks // n, fused
     assert stock_blocks < fused_blocks, fused
+
+
+def test_pipeline_parallel_workers_keep_the_plugins_fused_set_and_its_layers_apart(shared):
+    """Two PP workers of two of the four mixed-bit layers each: each worker's slot is the
+    plugin's whole fused set by position (the other worker's layers None), and the regions
+    turbo-attn reads by layer name (`composite_region_view` over the composite's
+    `per_layer_offsets`) lie in the worker's allocation, apart from each other."""
+    result = part(shared, "planning")
+    names = result["spec"]["names"]
+    pp = result["pp"]
+
+    assert [worker["slots"] for worker in pp] == [
+        [[names[0], names[1], None, None]],
+        [[None, None, names[2], names[3]]],
+    ], pp
+    for worker, own in zip(pp, (names[:2], names[2:])):
+        regions = sorted(worker["regions"], key=lambda region: region[1])
+        assert sorted(name for name, *_ in regions) == own, worker
+        assert all(0 <= start < end <= size for _, start, end, size in regions), worker
+        assert all(a[2] <= b[1] for a, b in zip(regions, regions[1:])), worker
 
 
 def test_recent_ring_predicts_the_kv_cache_groups_where_the_planner_has_not_moved(shared):

@@ -22,6 +22,15 @@ from click.testing import CliRunner
 from tkvseam import git, hints
 from tkvseam.cli import main
 
+
+@pytest.fixture(autouse=True)
+def _no_base_from_the_caller(monkeypatch):
+    """The tool defaults ``--base`` to ``$BASE`` (make passes it); ``make test BASE=…`` exports
+    it to this process too. The tooling tests' bases are synthetic: a test that wants ``$BASE``
+    sets it itself."""
+    monkeypatch.delenv("BASE", raising=False)
+
+
 VERSION = "9.9.9"
 NAME = f"v{VERSION}"
 

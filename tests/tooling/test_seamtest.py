@@ -115,3 +115,130 @@ def test_every_job_is_told_its_base_whatever_the_callers_environment(tmp_path, m
     r.base = load_bases(root / "bases.toml")["v0.33.0"]
     env = r.env(tmp_path / "outcomes.jsonl", {"EXTRA": "1"})
     assert env["BASE"] == "v0.33.0" and env["EXTRA"] == "1" and env["VLLM_PLUGINS"] == ""
+
+
+def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
+    """The bisect lane runs the base's ruff on every prefix: a file left unformatted by one patch
+    (and fixed by the next) fails that prefix alone; a problem the later patches keep is reported
+    for each prefix that holds it; the report names prefix, patch, file, line and rule."""
+    import sys
+    from types import SimpleNamespace
+
+    from tkvseam import git
+    from tkvseam.seamtest.bisect import BisectLane
+    from tkvseam.seamtest.runner import Runner
+    from tkvseam.stylecheck import _version
+
+    tree = tmp_path / "vllm"
+    git.init(tree)
+    (tree / "pyproject.toml").write_text('[tool.ruff]\nline-length = 88\n[tool.ruff.lint]\nselect = ["F"]\n')
+    (tree / "vllm").mkdir()
+    (tree / "vllm/mod.py").write_text("def f():\n    return 1\n")
+    author = "Up Stream <up@example.invalid>"
+    chain = [git.commit(tree, "base\n", author)]
+    steps = {  # patch -> files it writes
+        "0001-a.patch": {
+            "vllm/mod.py": "import os\n\n\ndef f():\n    return 1\n",  # F401, kept by 0002
+            "vllm/a.py": "def g():\n    return 2\n\n\n",  # trailing blank lines, fixed by 0002
+        },
+        "0002-b.patch": {"vllm/a.py": "def g():\n    return 2\n"},
+        "0003-c.patch": {"README.md": "not python\n"},
+    }
+    patches = []
+    for name, files in steps.items():
+        for path, text in files.items():
+            (tree / path).write_text(text)
+        chain.append(git.commit(tree, f"{name}\n", author))
+        changes = [SimpleNamespace(path=p, new=p, old=p) for p in files]
+        patches.append(SimpleNamespace(name=name, files=changes, header=SimpleNamespace(tests=[], guards=[])))
+
+    r = Runner.__new__(Runner)  # a build tree without venvs: only the lane's own checks run
+    r.root, r.tree, r.cache, r.patches = tmp_path, tree, tmp_path / "cache", patches
+    r.base_commit, r.commits = chain[0], chain[1:]
+    ruff = _version(str(Path(sys.executable).with_name("ruff")))
+    r.base = SimpleNamespace(name="v9.9.9", seam=SimpleNamespace(ruff=ruff))
+
+    lane = BisectLane()
+    assert lane.jobs(r) == []
+    assert lane.style == [
+        "prefix 1 (0001-a.patch): ruff format: vllm/a.py:3: would reformat: remove a blank line",
+        "prefixes 1-3 (0001-a.patch): ruff check: vllm/mod.py:1:8: F401 [*] `os` imported but unused",
+    ]
+    report = lane.report(r, {})
+    assert not report.ok and report.data["style"] == lane.style
+    assert f"style: {lane.style[0]}" in report.lines
+    assert report.lines[-2].endswith("make bisect BASE=v9.9.9 PATCH=0001")
+
+    # One patch's bisect (PATCH=0002) checks its own prefix only.
+    lane = BisectLane(only={2})
+    lane.jobs(r)
+    assert lane.style == [
+        "prefix 2 (0001-a.patch): ruff check: vllm/mod.py:1:8: F401 [*] `os` imported but unused"
+    ]
+
+
+def test_a_job_may_unset_what_the_runner_sets(tmp_path):
+    """``None`` in a job's env removes the variable: the plugin lane's guard job runs with
+    VLLM_PLUGINS unset (every installed plugin loads), where every other job has it empty."""
+    from tkvseam.bases import load_bases
+    from tkvseam.seamtest.runner import Runner
+
+    r = Runner.__new__(Runner)  # no build tree: only the environment is made
+    r.work, r.hf_home, r.bytecode = tmp_path, tmp_path / "hf", True
+    r.base = load_bases(Path(__file__).resolve().parents[2] / "bases.toml")["v0.31.0"]
+    env = r.env(tmp_path / "outcomes.jsonl", {"VLLM_PLUGINS": None, "EXTRA": "1"})
+    assert "VLLM_PLUGINS" not in env and env["EXTRA"] == "1"
+
+
+def _plugin_runner(tmp_path, guards):
+    from types import SimpleNamespace
+
+    from tkvseam.seamtest.runner import Runner
+
+    r = Runner.__new__(Runner)  # no build tree: the lane only reads the headers and commits
+    r.work, r.base_commit, r.commits = tmp_path, "c0", ["c1", "c2"]
+    r.patches = [
+        SimpleNamespace(header=SimpleNamespace(tests=["t.py::a"], guards=guards[:1])),
+        SimpleNamespace(header=SimpleNamespace(tests=[], guards=guards[1:])),
+    ]
+    return r
+
+
+def test_plugin_lane_runs_every_guard_with_the_plugin_loaded(tmp_path, monkeypatch):
+    from tkvseam.seamtest import plugin
+    from tkvseam.seamtest.runner import JobResult
+
+    monkeypatch.setattr(plugin, "plugin_dir", lambda r: tmp_path / "turbo-attn")
+    r = _plugin_runner(tmp_path, ["g.py::x", "g.py::y"])
+    lane = plugin.PluginLane()
+    jobs = {job.label: job for job in lane.jobs(r)}
+    assert set(jobs) == {"plugin-stock", "plugin-patched", plugin.GUARDS_JOB}
+    guards = jobs[plugin.GUARDS_JOB]
+    assert guards.commit == "c2" and guards.root.commit == "c2"
+    assert guards.targets == ("g.py::x", "g.py::y")
+    env = dict(guards.env)
+    assert env["VLLM_PLUGINS"] is None
+    assert env["PYTHONPATH"].split(":")[-1] == str(tmp_path / "turbo-attn")
+    assert plugin.LOAD_PLUGINS in guards.plugins
+
+    def result(label, rows):
+        return JobResult(jobs[label], rows, 1.0, "", tmp_path / "log", 0)
+
+    passed = {"nodeid": "n", "outcome": "passed"}
+    done = {
+        "plugin-stock": result("plugin-stock", {"s.py::a": passed}),
+        "plugin-patched": result("plugin-patched", {"p.py::a": passed}),
+    }
+    # the guard job did not run: the lane fails, every guard reported missing
+    report = lane.report(r, done)
+    assert not report.ok
+    assert report.data["results"]["guards"] == {"g.py::x": "missing", "g.py::y": "missing"}
+    done[plugin.GUARDS_JOB] = result(
+        plugin.GUARDS_JOB,
+        {"g.py::x": passed, "g.py::y[1]": passed, "g.py::y[2]": {"nodeid": "n", "outcome": "error"}},
+    )
+    report = lane.report(r, done)
+    assert not report.ok
+    assert report.data["results"]["guards"] == {"g.py::x": "passed", "g.py::y": "failed"}
+    done[plugin.GUARDS_JOB].rows["g.py::y[2]"] = passed
+    assert lane.report(r, done).ok

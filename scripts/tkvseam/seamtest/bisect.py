@@ -7,7 +7,10 @@ j+1 changes a test file patch j's nodes live in, commit j+1's version of that
 file is added beside commit j's as ``<stem>__next.py`` (same directory: same
 conftest, same imports) and its node ids are mapped back. When patch j+1
 changes anything else under ``tests/`` (a conftest, a helper), the two groups
-run in separate processes, as before. Every prefix byte-compiles.
+run in separate processes, as before. Every prefix byte-compiles, and every prefix
+passes the base's style gate on its own (``stylecheck.prefix_problems``: the base's
+ruff on the .py files patches 1..k touch, as they are at k), since a reviewer or a
+bisecting user may stop at any prefix.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from .. import git
+from ..stylecheck import prefix_problems
 from .outcomes import FAILED, PASSED, fold
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
@@ -81,7 +85,9 @@ class BisectLane:
 
     def __init__(self, only: set[int] | None = None) -> None:
         self.only = only  # patch numbers (1-based) to bisect; None: all
-        self.problems: list[str] = []
+        self.problems: list[str] = []  # prefixes that do not byte-compile
+        self.style: list[str] = []  # prefixes that fail the base's style gate
+        self._style_patch: int | None = None  # the patch that made the first of them
         # Probe -> (job label, {requested node id -> node id in that job's root})
         self._probes: dict[Probe, tuple[str, dict[str, str]]] = {}
 
@@ -100,6 +106,9 @@ class BisectLane:
                 self.problems += [
                     f"prefix {j}: {e}" for e in compile_errors(r.tree, chain[j], sorted(set(touched)))
                 ]
+        style = prefix_problems(r.tree, chain, r.patches, r.base, r.cache, self.only)
+        self.style = [message for _, message in style]
+        self._style_patch = style[0][0] if style else None
         jobs = []
         for j in range(len(chain)):
             here, nxt = self._nodes(r, j), self._nodes(r, j + 1)
@@ -192,11 +201,20 @@ class BisectLane:
             mark = "" if row.ok else "   <-- NOT BISECTABLE"
             lines.append(f"{row.k:>2}  {row.kind:5}  {row.at_k:7}  {row.at_prev:7}  {row.test}{mark}")
         lines += [f"compile: {p}" for p in self.problems]
+        lines += [f"style: {p}" for p in self.style]
+        if self.style:
+            tree = r.tree.relative_to(r.root) if r.tree.is_relative_to(r.root) else r.tree
+            lines.append(
+                f"style: next: fix patch {self._style_patch:04d} in {tree} (git commit --fixup), "
+                f"make refresh BASE={r.base.name}, then make bisect BASE={r.base.name} "
+                f"PATCH={self._style_patch:04d}"
+            )
         lines.append(f"bisect: {len(rows) - len(bad)} passed, {len(bad)} failed")
-        ok = not bad and not self.problems
+        ok = not bad and not self.problems and not self.style
         data = {
             "ok": ok,
             "problems": self.problems,
+            "style": self.style,
             "rows": [dict(vars(row), ok=row.ok) for row in rows],
         }
         return LaneReport(self.name, ok, lines, data)

@@ -6,6 +6,11 @@ tests find it through ``TKV_SEAM_PLUGIN_PATH``. ``tests/plugin/test_stock.py``
 runs with the base's files in the venv, ``test_patched.py`` with the full
 series', each in its own pytest process (two slots: side by side). The tests
 start one vLLM subprocess per group of checks that may share a process.
+
+A third job (``plugin-guards``) runs every ``Guard:`` node of the series on the full
+series with the same turbo-attn importable and ``VLLM_PLUGINS`` unset, as in the
+overlay image; ``load_plugins`` loads it before the first test. A "without the
+plugin" guard must set its own plugin state, so each has to pass there too.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import SeamError
-from .outcomes import PASSED
-from .runner import Job, JobResult, LaneReport, Root, Runner
+from .outcomes import PASSED, fold
+from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
 PLUGIN_STOCK = "tests/plugin/test_stock.py"
 PLUGIN_PATCHED = "tests/plugin/test_patched.py"
+GUARDS_JOB = "plugin-guards"
+LOAD_PLUGINS = "tkvseam.seamtest.load_plugins"
 
 
 def plugin_dir(r: Runner) -> Path:
@@ -68,13 +75,29 @@ class PluginLane:
     name = "plugin"
     sides = (("stock", PLUGIN_STOCK), ("patched", PLUGIN_PATCHED))
 
+    def guards(self, r: Runner) -> list[str]:
+        return sorted({n for p in r.patches for n in p.header.guards})
+
     def jobs(self, r: Runner) -> list[Job]:
-        env = (("TKV_SEAM_PLUGIN_PATH", str(plugin_dir(r))),)
+        plugin = plugin_dir(r)
+        env = (("TKV_SEAM_PLUGIN_PATH", str(plugin)),)
         commits = {"stock": r.base_commit, "patched": r.head}
-        return [
+        jobs = [
             Job(f"plugin-{side}", commits[side], Root(None), (test_file,), env, estimate=120.0)
             for side, test_file in self.sides
         ]
+        guards = self.guards(r)
+        if guards:
+            scripts = str(Path(__file__).resolve().parents[2])
+            guard_env = (
+                ("PYTHONPATH", os.pathsep.join((scripts, str(plugin)))),
+                ("VLLM_PLUGINS", None),  # unset: load every installed plugin, as the image does
+                ("TKV_CACHE_DIR", str(r.work / "tkv-cache")),
+                ("TKV_CALIBRATION", "none"),
+            )
+            plugins = (*VLLM_TESTS_PLUGINS, LOAD_PLUGINS)
+            jobs.append(Job(GUARDS_JOB, r.head, Root(r.head), tuple(guards), guard_env, 60.0, plugins))
+        return jobs
 
     def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:
         results = {
@@ -82,8 +105,13 @@ class PluginLane:
             for side, _ in self.sides
             if f"plugin-{side}" in done
         }
+        guards = self.guards(r)
+        if guards:
+            rows = done[GUARDS_JOB].rows if GUARDS_JOB in done else {}
+            results["guards"] = {n: fold(rows, n) for n in guards}
         bad = {(side, n): o for side, rows in results.items() for n, o in rows.items() if o != PASSED}
-        empty = [side for side, _ in self.sides if not results.get(side)]
+        sides = [side for side, _ in self.sides] + (["guards"] if guards else [])
+        empty = [side for side in sides if not results.get(side)]
         lines = [f"{side:8} {o:8} {n}" for side, rows in results.items() for n, o in rows.items()]
         total = sum(len(rows) for rows in results.values())
         lines.append(f"plugin: {total - len(bad)} passed, {len(bad)} failed")

@@ -69,7 +69,7 @@ class Job:
     commit: str  # the build-tree commit whose overlay the slot's venv holds
     root: Root
     targets: tuple[str, ...]  # pytest node ids or files, relative to the root
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str | None], ...] = ()  # None unsets a variable the runner sets
     estimate: float = 30.0  # seconds; the previous run's wall time wins when known
     plugins: tuple[str, ...] = ()  # extra pytest plugins (``-p``), importable from scripts/
 
@@ -204,7 +204,7 @@ class Runner:
 
     # -- one job ----------------------------------------------------------------
 
-    def env(self, outcomes: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    def env(self, outcomes: Path, extra: Mapping[str, str | None] = {}) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.update(
@@ -227,7 +227,11 @@ class Runner:
         )
         if not self.bytecode:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.update(extra)
+        for key, value in extra.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
         return env
 
     def run_job(self, job: Job, slot: int) -> JobResult:
