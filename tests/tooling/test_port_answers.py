@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from .conftest import NAME
 from .portcase import NEXT, port, port_tree, resolve_0001
 
 
@@ -58,3 +59,9 @@ def test_status_of_a_finished_port_names_the_queue_to_review(pproject):
     port(pproject, "skip", "--reason", "upstream has register()")
     out = port(pproject, "status").output
     assert "finished: the queue is written" in out and f"next: git status -- patches/{NEXT}" in out
+
+
+def test_an_unknown_old_base_suggests_another_base_than_the_target(pproject):
+    for verb in ("start", "report"):
+        err = pproject.cli("port", verb, "--base", "v0.31.0", "--to", NEXT, expect=2).stderr
+        assert f"next: make port VERB={verb} BASE={NAME} TO={NEXT}" in err  # not BASE={NEXT}: a self-port

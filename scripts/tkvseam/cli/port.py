@@ -71,7 +71,7 @@ def port_report(ctx: Context, base_name, to_name, as_json):
     from ..port import render, report
     from ..port.reportfile import report_json, write_report
 
-    from_base = ctx.base(base_name, hint=f"make port VERB=report BASE={{}} TO={to_name}")
+    from_base = ctx.base(base_name, hint=f"make port VERB=report BASE={{}} TO={to_name}", avoid=to_name)
     to_base = ctx.base(to_name, hint=f"make port VERB=report BASE={base_name} TO={{}}", avoid=base_name)
     reports = report(ctx.root, from_base, to_base, ctx.cache, ctx.progress)
     files = write_report(ctx.root, from_base, to_base, reports, ctx.progress)
@@ -99,7 +99,7 @@ def port_report(ctx: Context, base_name, to_name, as_json):
 @pass_ctx
 def port_start(ctx: Context, base_name, to_name, tree, force, as_json):
     """Start the port in the port tree; stop (exit 12) at the first patch needing you, else finish."""
-    from_base = ctx.base(base_name, hint=f"make port VERB=start BASE={{}} TO={to_name}")
+    from_base = ctx.base(base_name, hint=f"make port VERB=start BASE={{}} TO={to_name}", avoid=to_name)
     ctx.base(to_name, hint=f"make port VERB=start BASE={base_name} TO={{}}", avoid=base_name)
     _finished(_session(ctx, to_name, tree).start(from_base, force), as_json)
 
