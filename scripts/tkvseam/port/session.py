@@ -35,7 +35,7 @@ from ..export import (
 from ..fsutil import atomic_write
 from ..patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
 from ..progress import QUIET, Progress
-from ..seamtree import SeamTree, legacy_port_state
+from ..seamtree import BRANCH, SeamTree, legacy_port_state
 from ..series import read_series
 from ..state import Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
 from .analysis import try_patch
@@ -262,7 +262,39 @@ class PortSession:
             note = self._recover(state)
             if note:
                 self.progress.step(note)
+            self._check_head(state)
         return state
+
+    def _check_head(self, state: TreeState) -> None:
+        """Go on only from the HEAD the port recorded: a HEAD that carries the ported patches in order
+        (commits amended or rebased by hand) is taken, and said; any other HEAD (a branch switched,
+        commits dropped or added) is refused, since the queue is exported from HEAD."""
+        p = state.port
+        head = self.seam.head()
+        if p.finished or head == state.head:
+            return
+        ported = [d for d in p.done if d.commit]
+        found = list(reversed(git.subjects(self.path, head, f"^{state.base_commit}")))
+        slugs = [subject.split(":", 1)[0] for _, subject in found]
+        if slugs == [d.slug for d in ported]:
+            for d, (commit, _) in zip(ported, found):
+                if d.commit != commit:
+                    d.commit, d.note = commit, "; ".join(x for x in (d.note, "edited in the port tree") if x)
+            self.progress.warn(
+                f"{self.path}: the ported commits were rewritten by hand; taking HEAD {head[:12]}"
+            )
+            self._save(state)
+            return
+        branch = git.branch(self.path)
+        raise RefusedError(
+            f"{self.path}: HEAD is {head[:12]}"
+            + (f" ({branch.removeprefix('refs/heads/')})" if branch else " (detached)")
+            + f", not the port's {state.head[:12]}: it carries {len(found)} commit(s) after the base "
+            f"({', '.join(slugs) or 'none'}), where the port has {len(ported)} "
+            f"({', '.join(d.slug for d in ported) or 'none'}); the queue would be exported without the difference",
+            hint=f"`{git_c(self.path, 'checkout', BRANCH)}` (the port's branch, at {state.head[:12]}), "
+            f"or put the missing commits back on HEAD; then `{self._cmd('status')}`",
+        )
 
     def _save(self, state: TreeState) -> None:
         state.head = self.seam.head()

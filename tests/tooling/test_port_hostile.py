@@ -1,0 +1,51 @@
+"""The port verbs against a port tree and a project a user changed by hand (each case failed before its fix)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from tkvseam import git
+
+from .portcase import NEXT, port, port_tree, resolve_0001
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Seam Dev",
+    "GIT_AUTHOR_EMAIL": "dev@example.invalid",
+    "GIT_COMMITTER_NAME": "Seam Dev",
+    "GIT_COMMITTER_EMAIL": "dev@example.invalid",
+}
+
+
+def stopped_at_0006(project):
+    """The port through 0001-0005, stopped at 0006 (likely obsolete)."""
+    port(project, "start", expect=12)
+    resolve_0001(port_tree(project))
+    port(project, "continue", expect=12)
+    return port_tree(project)
+
+
+def test_a_port_tree_switched_to_another_branch_is_refused_before_the_queue_loses_patches(pproject):
+    tree = stopped_at_0006(pproject)
+    git.run(tree, "checkout", "-q", "-b", "other", "HEAD~2")  # fuzz-far and tail-append are not on it
+    err = port(pproject, "skip", "--reason", "upstream has it", expect=5).stderr
+    assert "HEAD is" in err and "(other)" in err and "fuzz-far, tail-append" in err
+    assert f"git -C {tree} checkout seam" in err
+    assert not (pproject.root / "patches" / NEXT).exists()  # nothing written
+    git.run(tree, "checkout", "-q", "seam")
+    port(pproject, "skip", "--reason", "upstream has it")
+    assert len((pproject.root / "patches" / NEXT / "series").read_text().split()) == 7
+
+
+def test_ported_commits_rewritten_by_hand_are_taken_as_edits(pproject):
+    tree = stopped_at_0006(pproject)
+    (tree / "vllm/tail.py").write_text((tree / "vllm/tail.py").read_text() + "t_22 = 22\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | IDENTITY
+    for cmd in (
+        "git commit -qa --fixup=':/^tail-append:'",
+        "GIT_SEQUENCE_EDITOR=: git rebase -q -i --autosquash tkv-seam-base",
+    ):
+        subprocess.run(["bash", "-c", cmd], cwd=tree, env=env, check=True, stdin=subprocess.DEVNULL)
+    res = port(pproject, "skip", "--reason", "upstream has it")
+    assert "rewritten by hand" in res.stderr
+    assert "+t_22 = 22" in (pproject.root / "patches" / NEXT / "0005-tail-append.patch").read_text()
