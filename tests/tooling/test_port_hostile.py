@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+
+import pytest
 
 from tkvseam import git
 
@@ -49,3 +52,21 @@ def test_ported_commits_rewritten_by_hand_are_taken_as_edits(pproject):
     res = port(pproject, "skip", "--reason", "upstream has it")
     assert "rewritten by hand" in res.stderr
     assert "+t_22 = 22" in (pproject.root / "patches" / NEXT / "0005-tail-append.patch").read_text()
+
+
+@pytest.mark.parametrize("damage", ["state deleted", "state corrupt", ".git removed"])
+def test_a_port_tree_whose_state_is_gone_is_named_as_such_and_left_alone(pproject, damage):
+    tree = stopped_at_0006(pproject)
+    state = tree / ".git" / "tkv-seam.json"
+    if damage == "state deleted":
+        state.unlink()
+    elif damage == "state corrupt":
+        state.write_text('{"schema": 2, "kind": ')
+    else:
+        shutil.rmtree(tree / ".git")
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    for verb, args in (("continue", ()), ("status", ()), ("skip", ("--reason", "x")), ("abort", ())):
+        err = port(pproject, verb, *args, expect=1).stderr
+        assert "is there, but holds no port" in err and damage.split()[0].lstrip(".") in err, err
+        assert f"mv {tree} {tree}.mine" in err
+    assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before

@@ -37,7 +37,7 @@ from ..patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_te
 from ..progress import QUIET, Progress
 from ..seamtree import BRANCH, SeamTree, legacy_port_state
 from ..series import read_series
-from ..state import Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
+from ..state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
 from .analysis import try_patch
 from .finish import Finished, finish_queue
 from .model import APPLIED, PatchReport, PatchStatus
@@ -249,6 +249,21 @@ class PortSession:
     def _load(self, recover: bool = True) -> TreeState:
         state = self.seam.load()
         if state is None or state.kind != Kind.PORT or state.port is None:
+            if self.path.is_dir() and not self.path.is_symlink():
+                # a tree is there, but not a port this tool can read: say what it is, never touch it
+                if state is not None:
+                    what = f"a tkv-seam {state.kind} tree of {state.base}, not a port"
+                elif not self.seam.git_dir.is_dir():
+                    what = "no .git: not a git tree (removed by hand?)"
+                elif TreeState.path(self.path).exists():
+                    what = f"its state .git/{STATE} is unreadable (edited by hand?)"
+                else:
+                    what = f"no state .git/{STATE} (deleted by hand?)"
+                raise SeamError(
+                    f"{self.path} is there, but holds no port tkv-seam can go on with: {what}; nothing was changed",
+                    hint=f"keep it aside (`{hints.shell('mv', self.path, f'{self.path}.mine')}`; its commits stay "
+                    f"there to cherry-pick), then `{self._cmd('start')}`",
+                )
             raise SeamError(
                 f"no port to {self.to_base.name} in progress ({self.path})",
                 hint=self._cmd("start"),
