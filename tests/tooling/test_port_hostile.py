@@ -70,3 +70,16 @@ def test_a_port_tree_whose_state_is_gone_is_named_as_such_and_left_alone(pprojec
         assert "is there, but holds no port" in err and damage.split()[0].lstrip(".") in err, err
         assert f"mv {tree} {tree}.mine" in err
     assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
+
+
+def test_the_old_queue_edited_or_deleted_during_a_port_changes_nothing_in_it(pproject):
+    tree = stopped_at_0006(pproject)
+    patches = pproject.root / "patches"
+    old_mod = (patches / "0007-old-mod.patch").read_text()
+    (patches / "0007-old-mod.patch").write_text(old_mod.replace("value_15 = 150", "value_15 = 999"))
+    (patches / "0008-seam-tests.patch").unlink()
+    port(pproject, "skip", "--reason", "upstream has register()")
+    queue = pproject.root / "patches" / NEXT
+    assert (queue / "series").read_text().split()[-2:] == ["0006-old-mod.patch", "0007-seam-tests.patch"]
+    assert "+value_15 = 150" in (queue / "0006-old-mod.patch").read_text()
+    assert "value_15 = 150" in (tree / "vllm/new_mod.py").read_text()

@@ -10,6 +10,10 @@ base's own queue (never another's) and lints it; ``start``, ``continue_`` and ``
 finish by themselves when the last patch is through. Every verb holds the tree's lock.
 Code (``carry``, a script) drives the same methods the CLI does.
 
+The old queue is read as it was when the port started: ``start`` keeps a copy of its patches in
+the port tree (``.git/tkv-seam-port-queue/``), so a queue edited, deleted or switched to another
+branch in the project meanwhile changes nothing in the port.
+
 Nothing is lost on a crash. The state is written into the port tree before the tree is in
 place, so a start killed at any point leaves either a scratch tree (removed by the next
 run) or a port the next ``continue`` goes on with. Before each commit the state records
@@ -46,6 +50,7 @@ from .report import refuse_direction
 from .tree import PortTree
 
 PORT_MSG = "tkv-seam-port-msg"  # the stopped patch's commit message, for the user to edit
+QUEUE_COPY = "tkv-seam-port-queue"  # in the port tree's .git: the old queue's patches as the port started
 _MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======\n")
 SKIP_VERDICTS = ("obsolete", "dropped")
 
@@ -129,6 +134,10 @@ class PortSession:
                         queue_digest=queue_digest(self.root, self.to_base.queue),
                     ),
                 )
+                for name in series.names:  # the queue as it is now: what the port reads to its end
+                    rel = series.path(name).relative_to(self.root)
+                    (built.path / ".git" / QUEUE_COPY / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (built.path / ".git" / QUEUE_COPY / rel).write_bytes(series.path(name).read_bytes())
                 state.save(built.path)  # in the tree before the tree is in place: never a tree without it
                 self.seam.swap_in(built.path)  # a finished port of ours holding nothing new (checked above)
             self._advance(state)
@@ -317,8 +326,20 @@ class PortSession:
         legacy_port_state(self.path).unlink(missing_ok=True)  # an older tkv-seam's copy, now superseded
 
     def _patch(self, p: PortProgress, k: int) -> Patch:
+        """Patch ``k`` of the old queue as it was when the port started (its copy in the port tree;
+        a port an older tkv-seam started has none: the project's file)."""
         rel = p.series[k]
-        return parse_text((self.root / rel).read_text(), Path(rel).name, self.root / rel)
+        kept = self.seam.git_dir / QUEUE_COPY / rel
+        if kept.is_file():
+            return parse_text(kept.read_text(), Path(rel).name, self.root / rel)
+        try:
+            return parse_text((self.root / rel).read_text(), Path(rel).name, self.root / rel)
+        except FileNotFoundError as e:
+            raise SeamError(
+                f"{rel}, patch {k + 1} of the queue this port started from, is gone from the project "
+                f"(a port an older tkv-seam started reads the queue as it is now)",
+                hint=f"put it back (`{hints.shell('git', 'checkout', '--', rel)}`), then `{self._cmd('continue')}`",
+            ) from e
 
     def _record(
         self,
