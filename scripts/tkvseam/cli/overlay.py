@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import hints
-from ..errors import SeamError
+from ..errors import RefusedError, SeamError, UsageError
 from .options import (
     Context,
     absolute,
@@ -62,6 +62,7 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     from ..overlay import queue_overlay_paths, stage_locked
 
     out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
+    _refuse_stage_dir(ctx, base_name, out)
     paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
     manifest = stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress)
     if as_json:
@@ -69,6 +70,25 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
         return
     changed = sum(f["pristine_sha256"] != f["patched_sha256"] for f in manifest["files"])
     click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
+
+
+def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
+    """A stage goes beside the project's trees, never over the project or into a tree tkv-seam made."""
+    from ..seamtree import SeamTree
+
+    again = hints.tool("overlay", "stage", "--base", base_name, "--out", f"build/overlay-{base_name}")
+    real = Path(os.path.realpath(out))
+    if real == Path(os.path.realpath(ctx.root)) or real in Path(os.path.realpath(ctx.root)).parents:
+        raise UsageError(
+            f"--out {out} is the project (or holds it): a stage needs a directory of its own", hint=again
+        )
+    for parent in (out, *out.parents):
+        if SeamTree(parent).load() is not None:
+            raise RefusedError(
+                f"--out {out} is inside {parent}, a tree tkv-seam made: the stage would be files the tree "
+                "does not hold (apply and refresh then refuse the tree)",
+                hint=again,
+            )
 
 
 def _install(ctx: Context, base_name, tree, python, commit_of, as_json, verb):

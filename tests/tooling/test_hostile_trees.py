@@ -1,0 +1,25 @@
+"""apply, refresh and overlay staging against trees and paths a user chose badly (each failed before its fix)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import NAME
+
+
+@pytest.mark.parametrize(
+    "where", [".", "..", "build/vllm-v9.9.9/vllm/stage"], ids=["project", "parent", "in-tree"]
+)
+def test_a_stage_over_the_project_or_inside_a_tree_is_refused_and_writes_nothing(project, where, monkeypatch):
+    project.apply()
+    monkeypatch.chdir(project.root)
+    before = sorted(
+        str(p.relative_to(project.root)) for p in project.root.rglob("*") if ".git" not in p.parts
+    )
+    res = project.cli("overlay", "stage", "--base", NAME, "--out", where, expect=None)
+    assert res.exit_code in (2, 5), res.output
+    assert "mv " not in res.stderr  # never "move your project (or its tree) aside"
+    assert f"--out build/overlay-{NAME}" in res.stderr
+    after = sorted(str(p.relative_to(project.root)) for p in project.root.rglob("*") if ".git" not in p.parts)
+    assert after == before
+    project.apply()  # the tree holds nothing new
