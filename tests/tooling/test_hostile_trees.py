@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from .conftest import NAME
+from .conftest import NAME, bases_toml
+from .portcase import NEXT, NEXT_VERSION
 
 
 @pytest.mark.parametrize(
@@ -23,3 +26,17 @@ def test_a_stage_over_the_project_or_inside_a_tree_is_refused_and_writes_nothing
     after = sorted(str(p.relative_to(project.root)) for p in project.root.rglob("*") if ".git" not in p.parts)
     assert after == before
     project.apply()  # the tree holds nothing new
+
+
+def test_seamtest_refuses_a_tree_of_another_base(project, releases):
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    (project.root / "patches" / NEXT).mkdir()
+    (project.root / "patches" / NEXT / "series").write_text("")
+    project.cli("apply", "--base", NEXT)
+    other = project.root / "build" / f"vllm-{NEXT}"
+    err = project.cli(
+        "seamtest", "full", "--base", NAME, "--tree", str(other), "--python", sys.executable, expect=1
+    ).stderr
+    assert f"is a tree of {NEXT}, not {NAME}" in err and f"next: make apply BASE={NAME}" in err
