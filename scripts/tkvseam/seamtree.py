@@ -37,6 +37,7 @@ BASE_TAG = "tkv-seam-base"
 DROPPED_REFS = "refs/tkv-seam/dropped"  # refs keeping what the tool dropped from a tree
 DROPPED_DIR = "tkv-seam-dropped"  # in the tree's .git: files the tool set aside or backed up
 _SCRATCH = re.compile(r"\.tmp-[a-z0-9_]{8}")
+_STAMP = re.compile(r"\d{8}T\d{6}Z-\d+-\d+")  # fsutil.stamp()
 
 
 @dataclass
@@ -279,7 +280,14 @@ class SeamTree:
         return keep
 
     def kept_dir(self, name: str) -> Path:
-        """The dropped directory ``name`` (as ``dropped_dir`` made it)."""
+        """The dropped directory ``name`` (as ``dropped_dir`` made it); a name from a state edited
+        by hand that is not one of those (``..``, a path) is refused, never followed."""
+        if not _STAMP.fullmatch(name):
+            raise RefusedError(
+                f"{self.path}: its state names the kept directory {name!r}, which is not a name tkv-seam gives "
+                f"(.git/{DROPPED_DIR}/<time>-<pid>-<n>): the state was edited by hand; nothing was removed",
+                hint=f"{hints.shell('ls', '-la', self.git_dir / DROPPED_DIR)}  (then fix or remove the state's field)",
+            )
         return self.git_dir / DROPPED_DIR / name
 
     @staticmethod

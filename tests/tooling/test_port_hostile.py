@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -83,3 +84,21 @@ def test_the_old_queue_edited_or_deleted_during_a_port_changes_nothing_in_it(ppr
     assert (queue / "series").read_text().split()[-2:] == ["0006-old-mod.patch", "0007-seam-tests.patch"]
     assert "+value_15 = 150" in (queue / "0006-old-mod.patch").read_text()
     assert "value_15 = 150" in (tree / "vllm/new_mod.py").read_text()
+
+
+def test_a_state_naming_a_backup_outside_the_tree_never_removes_it(pproject, tmp_path):
+    tree = stopped_at_0006(pproject)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("mine\n")
+    (pproject.root / "precious.txt").write_text("mine\n")  # the same bytes at the same name: "not replaced"
+    (tree / ".git" / "tkv-seam-dropped").mkdir(exist_ok=True)  # an earlier backup was kept there
+    state_file = tree / ".git" / "tkv-seam.json"
+    state = json.loads(state_file.read_text())
+    state["port"]["finishing"] = os.path.relpath(
+        victim, tree / ".git" / "tkv-seam-dropped"
+    )  # ../../../victim
+    state_file.write_text(json.dumps(state))
+    err = port(pproject, "skip", "--reason", "upstream has it", expect=5).stderr
+    assert "edited by hand" in err and "nothing was removed" in err
+    assert (victim / "precious.txt").read_text() == "mine\n"
