@@ -95,7 +95,8 @@ class SeamTree:
         if self.path.is_symlink():
             raise RefusedError(
                 f"{self.path} is a symlink (to {os.readlink(self.path)}), not a tree: refused",
-                hint=f"pass the tree itself: --tree {self.path.resolve()}",
+                hint=f"pass the directory itself (--tree {self.path.resolve()}) where the command takes --tree; "
+                f"else move the link away (`{hints.shell('mv', self.path, f'{self.path}.link')}`)",
             )
 
     def leftovers(self, pattern: str) -> list[Path]:

@@ -65,3 +65,11 @@ def test_an_unknown_old_base_suggests_another_base_than_the_target(pproject):
     for verb in ("start", "report"):
         err = pproject.cli("port", verb, "--base", "v0.31.0", "--to", NEXT, expect=2).stderr
         assert f"next: make port VERB={verb} BASE={NAME} TO={NEXT}" in err  # not BASE={NEXT}: a self-port
+
+
+def test_status_at_a_likely_obsolete_stop_suggests_skip(pproject):
+    port(pproject, "start", expect=12)
+    resolve_0001(port_tree(pproject))
+    port(pproject, "continue", expect=12)  # stops at 0006 (likely obsolete)
+    out = port(pproject, "status").output
+    assert f"next: make port VERB=skip TO={NEXT} REASON='<why>'   (it looks obsolete" in out
