@@ -218,8 +218,21 @@ class SeamTree:
 
         Returns the tree's state (None when absent) and the ref keeping what ``force`` dropped.
         """
+        for parent in self.path.parents:  # a tree inside a tree: files the outer tree does not hold
+            if SeamTree(parent).load() is not None:
+                raise RefusedError(
+                    f"{self.path} is inside {parent}, a tree tkv-seam made: a tree there would be files "
+                    "that tree does not hold",
+                    hint=f"choose another --tree (beside {parent}, not in it)",
+                )
         if not lexists(self.path):
             return None, None
+        if self._holds_project():
+            raise RefusedError(
+                f"{self.path} holds a project (its bases.toml) or the directory you are in: never a tree "
+                f"{made_by} makes or replaces; nothing was changed",
+                hint="choose another --tree (the default is the project's build/<tree>)",
+            )
         move = hints.shell("mv", self.path, f"{self.path}.mine")
         if self.path.is_symlink() or not self.path.is_dir():
             what = "a symlink" if self.path.is_symlink() else "a file"
@@ -271,6 +284,12 @@ class SeamTree:
 
     def _show(self, ref: str) -> str:
         return hints.shell("git", "-C", self.path, "show", ref)
+
+    def _holds_project(self) -> bool:
+        """The path is a tkv-seam project (its bases.toml), or the current directory or above it."""
+        here = Path(os.path.realpath(Path.cwd()))
+        real = Path(os.path.realpath(self.path))
+        return (self.path / "bases.toml").is_file() or real == here or real in here.parents
 
     # -- what the tool keeps ----------------------------------------------------
 

@@ -40,3 +40,19 @@ def test_seamtest_refuses_a_tree_of_another_base(project, releases):
         "seamtest", "full", "--base", NAME, "--tree", str(other), "--python", sys.executable, expect=1
     ).stderr
     assert f"is a tree of {NEXT}, not {NAME}" in err and f"next: make apply BASE={NAME}" in err
+
+
+@pytest.mark.parametrize("where", [".", ".."], ids=["project", "parent"])
+def test_a_tree_given_as_the_project_is_refused_without_telling_to_move_it(project, where, monkeypatch):
+    monkeypatch.chdir(project.root)
+    err = project.apply("--tree", where, expect=5).stderr
+    assert "holds a project" in err and "mv " not in err, err
+
+
+def test_a_tree_inside_a_tree_tkv_seam_made_is_refused(project):
+    project.apply()
+    inner = project.tree / "vllm" / "nested"
+    err = project.apply("--tree", str(inner), expect=5).stderr
+    assert f"is inside {project.tree}, a tree tkv-seam made" in err
+    assert not inner.exists()
+    project.apply()  # the outer tree holds nothing new

@@ -244,7 +244,9 @@ class PortSession:
                 f"`{self._cmd('continue')}` (or `{self._cmd('skip', REASON=WHY)}`)"
             )
         if p.current and (p.stopped or {}).get("status") == PatchStatus.OBSOLETE:
-            return f"{self._cmd('skip', REASON=WHY)}   (it looks obsolete; or change it, stage it and continue)"
+            return (
+                f"{self._cmd('skip', REASON=WHY)}   (it looks obsolete; or change it, stage it and continue)"
+            )
         if p.current:
             return f"{self._cmd('continue')}   (or `{self._cmd('skip', REASON=WHY)}`)"
         if p.next < len(p.series):  # an interrupted run: continue takes it up
