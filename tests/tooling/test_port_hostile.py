@@ -102,3 +102,15 @@ def test_a_state_naming_a_backup_outside_the_tree_never_removes_it(pproject, tmp
     err = port(pproject, "skip", "--reason", "upstream has it", expect=5).stderr
     assert "edited by hand" in err and "nothing was removed" in err
     assert (victim / "precious.txt").read_text() == "mine\n"
+
+
+def test_a_resolution_committed_by_hand_under_another_subject_is_refused_with_a_way_back(pproject):
+    port(pproject, "start", expect=12)
+    tree = port_tree(pproject)
+    resolve_0001(tree)
+    base = git.head(tree)
+    git.commit(tree, "my resolution\n", "Seam Dev <dev@example.invalid>")
+    err = port(pproject, "continue", expect=5).stderr
+    assert f"git -C {tree} reset --soft {base[:12]}" in err
+    git.run(tree, "reset", "-q", "--soft", base)
+    assert "stopped at 0006-register.patch" in port(pproject, "continue", expect=12).stderr

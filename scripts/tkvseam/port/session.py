@@ -320,8 +320,12 @@ class PortSession:
             + f", not the port's {state.head[:12]}: it carries {len(found)} commit(s) after the base "
             f"({', '.join(slugs) or 'none'}), where the port has {len(ported)} "
             f"({', '.join(d.slug for d in ported) or 'none'}); the queue would be exported without the difference",
-            hint=f"`{git_c(self.path, 'checkout', BRANCH)}` (the port's branch, at {state.head[:12]}), "
-            f"or put the missing commits back on HEAD; then `{self._cmd('status')}`",
+            hint=(
+                f"`{git_c(self.path, 'reset', '--soft', state.head[:12])}` (your commits' changes stay staged), "
+                f"then `{self._cmd('continue')}`"
+                if branch == f"refs/heads/{BRANCH}"
+                else f"`{git_c(self.path, 'checkout', BRANCH)}` (the port's branch), then `{self._cmd('status')}`"
+            ),
         )
 
     def _save(self, state: TreeState) -> None:
