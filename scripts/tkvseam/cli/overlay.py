@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import hints
-from ..errors import RefusedError, SeamError, UsageError
+from ..errors import RefusedError, SeamError
 from .options import (
     Context,
     absolute,
@@ -79,8 +79,10 @@ def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
     again = hints.tool("overlay", "stage", "--base", base_name, "--out", f"build/overlay-{base_name}")
     real = Path(os.path.realpath(out))
     if real == Path(os.path.realpath(ctx.root)) or real in Path(os.path.realpath(ctx.root)).parents:
-        raise UsageError(
-            f"--out {out} is the project (or holds it): a stage needs a directory of its own", hint=again
+        raise RefusedError(
+            f"{out} exists and is not an overlay stage tkv-seam made: it is the project (or holds it); "
+            "nothing was deleted",
+            hint=again,
         )
     for parent in (out, *out.parents):
         if SeamTree(parent).load() is not None:
