@@ -26,8 +26,11 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
         seam-full seam-full-cuda upstream plugin differential bench image standin port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows lock-cpu seam-table retire carry
 
+# Each target's help: `## <what it does> | <the variables it takes>` (the variables on a line of their own).
 help: ## Show this help
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ n = split($$2, part, " [|] "); \
+	  printf "  make %-15s %s\n", $$1, part[1]; if (n > 1) printf "  %-20s %s\n", "", part[2] }'
+	@echo "Any target: TKV_SEAM_CACHE=<dir> TKV_SEAM_INDEX_URL=<url> TKV_SEAM_LOCK_TIMEOUT=<s> (also from the environment)"
 
 $(VENV)/.done: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +38,7 @@ $(VENV)/.done: pyproject.toml
 	$(UV) pip install -q -p $(VENV)/bin/python -e '.[test]'
 	touch $@
 
-venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff
+venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff | PYTHON=python3.11
 
 # uv skips the lock's '#' header lines (how it was made, how to remake it).
 $(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
@@ -48,10 +51,10 @@ $(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
 ci/lock-cpu-%.txt:
 	@echo "make: no $@: make lock-cpu BASE=$*   (resolves vLLM $* with this machine's CPU torch)" >&2; exit 2
 
-lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt (uv; local CPU torch; EXCLUDE_NEWER= for the same pins)
+lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt with uv and this machine's CPU torch | BASE=<base> EXCLUDE_NEWER=<time> (the same pins again)
 	$(TOOL) lock-cpu $(BASE) $(if $(EXCLUDE_NEWER),--exclude-newer $(EXCLUDE_NEWER),)
 
-seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from (PLUGIN= pins another)
+seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from | BASE=<base> PLUGIN='turbo-attn==<v>' FORCE=1
 	$(TOOL) seam-table $(BASE) $(if $(PLUGIN),--plugin '$(PLUGIN)',) $(FORCE_FLAG)
 
 # make carry VERSION=0.34.0 [PLUGIN='turbo-attn==X'] [VERDICT=...] [REASON='...']: what a user gives reaches
@@ -60,7 +63,7 @@ carry: export TKV_CARRY_VERSION := $(value VERSION)
 carry: export TKV_CARRY_PLUGIN := $(value PLUGIN)
 carry: export TKV_CARRY_VERDICT := $(value VERDICT)
 carry: export TKV_CARRY_REASON := $(value REASON)
-carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (make carry VERSION=0.34.0; again after each stop)
+carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' JSON=1
 	@if [ -z "$$TKV_CARRY_VERSION" ]; then echo "usage: make carry VERSION=0.34.0" >&2; exit 2; fi; \
 	set -- carry "$$TKV_CARRY_VERSION"; \
 	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
@@ -69,36 +72,36 @@ carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (make carr
 	echo "$(TOOL) $$*" >&2; \
 	exec $(TOOL) "$$@" $(if $(value JSON),--json,)
 
-retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dropped/; not v0.31.0)
+retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dropped/; not v0.31.0) | BASE=<base> FORCE=1
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
 	$(TOOL) retire $(BASE) $(FORCE_FLAG)
 
-venv-vllm: $(VLLM_VENV)/.done ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch, from ci/lock-cpu-BASE.txt
+venv-vllm: $(VLLM_VENV)/.done ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch, from ci/lock-cpu-BASE.txt | BASE=<base> PYTHON=python3.11 PIP_FIND_LINKS=<dir>
 
-apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE
+apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE | BASE=<base> FORCE=1 VLLM_GIT=<url-or-path>
 	$(TOOL) apply --base $(BASE) $(FORCE_FLAG)
 
-refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one
+refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one | BASE=<base> FORCE=1
 	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
 
-lint: venv lint-code lint-workflows lint-queue ## Lint a queue (BASE's), the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate)
+lint: venv lint-code lint-workflows lint-queue ## Lint a queue (BASE's), the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate) | BASE=<base>
 
-lint-queue: venv ## BASE's queue (headers, paths, series) and its patched files (the base's ruff gate)
+lint-queue: venv ## BASE's queue (headers, paths, series) and its patched files (the base's ruff gate) | BASE=<base>
 	$(TOOL) lint --base $(BASE)
 	$(MAKE) --no-print-directory lint-patches
 
-lint-code: venv
+lint-code: venv ## The tool's own ruff check and ruff format --check (scripts, tests, bench)
 	$(VENV)/bin/ruff check scripts tests bench
 	$(VENV)/bin/ruff format --check scripts tests bench
 
 # check-jsonschema carries GitHub's workflow schema: validated offline, the workflow is not run here.
-lint-workflows: venv
+lint-workflows: venv ## The GitHub workflows against GitHub's workflow schema (offline)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
-lint-patches: apply ## The base's style gate (its ruff pin in bases.toml, the tree's pyproject) on every patched .py file
+lint-patches: apply ## The base's style gate (its ruff pin in bases.toml, the tree's pyproject) on every patched .py file | BASE=<base>
 	$(TOOL) stylecheck --base $(BASE)
 
-test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per carried base (or BASE=) queue lint, seam tests on CPU, image
+test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per carried base (tkv-seam carried, or BASE=) queue lint, seam tests on CPU, image | BASE=<base> TKV_SEAM_JOBS=<n>
 	@bases="$(ONE_BASE)"; [ -n "$$bases" ] || bases=$$($(TOOL) -q carried) || exit 1; bases=$$(echo $$bases); \
 	[ -n "$$bases" ] || { echo "make test: no carried base (tkv-seam carried)" >&2; exit 1; }; \
 	failed=; for b in $$bases; do \
@@ -108,54 +111,54 @@ test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests
 	if [ -n "$$failed" ]; then echo "make test: failed on:$$failed" >&2; exit 1; fi; \
 	echo "make test: passed on $$bases"
 
-test-base: lint-queue check-refresh test-series test-seam test-image ## One base's checks (BASE): queue lint, refresh round trip, series, seam lanes, image
+test-base: lint-queue check-refresh test-series test-seam test-image ## One base's checks (BASE): queue lint, refresh round trip, series, seam lanes, image | BASE=<base> TKV_SEAM_JOBS=<n>
 
 test-tooling: venv ## The queue's own tests (synthetic bases, offline)
 	$(VENV)/bin/python -m pytest -q tests/tooling
 
-test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am
+test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am | BASE=<base>
 	BASE=$(BASE) $(VENV)/bin/python -m pytest -q tests/series
 
-test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both)
+test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both) | BASE=<base> DOCKER_HOST=<socket>
 	BASE=$(BASE) $(VENV)/bin/python -m pytest -q -rs tests/image
 
-test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores)
+test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores) | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest all --base $(BASE)
 
-bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only)
+bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest bisect --base $(BASE) $(if $(PATCH),--patch $(PATCH),)
 
-seam-full: apply venv-vllm ## All seam tests on the full series
+seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest full --base $(BASE)
 
-seam-full-cuda: apply venv-vllm ## All seam tests, platform reporting is_cuda_alike() (CUDA-only branches)
+seam-full-cuda: apply venv-vllm ## All seam tests, platform reporting is_cuda_alike() (CUDA-only branches) | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest full --cuda-alike --base $(BASE)
 
-upstream: apply venv-vllm ## vLLM's own tests: no failure that stock BASE does not show
+upstream: apply venv-vllm ## vLLM's own tests: no failure that stock BASE does not show | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest upstream --base $(BASE)
 
-plugin: apply venv-vllm ## The base's turbo-attn pin loads on the patched vLLM (and breaks stock)
+plugin: apply venv-vllm ## The base's turbo-attn pin loads on the patched vLLM (and breaks stock) | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest plugin --base $(BASE)
 
-differential: apply venv-vllm ## Patched vs pristine BASE planner on random unfused plans (tests/differential)
+differential: apply venv-vllm ## Patched vs pristine BASE planner on random unfused plans (tests/differential) | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest differential --base $(BASE)
 
-overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm-BASE
+overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm-BASE | BASE=<base>
 	$(TOOL) overlay install --base $(BASE)
 
-overlay-restore: apply venv-vllm ## Put the pristine BASE files back into .venv-vllm-BASE
+overlay-restore: apply venv-vllm ## Put the pristine BASE files back into .venv-vllm-BASE | BASE=<base>
 	$(TOOL) overlay restore --base $(BASE)
 
-bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios
+bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios | BASE=<base>
 	$(VENV)/bin/python bench/bench.py --base $(BASE)
 
 # The image's variables reach the tool through the environment (never through a shell string):
 # BASE_IMAGE, STAND_IN=1, TURBO_ATTN (empty: no plugin), PUSH=1, REGISTRY, REPOSITORY, IMAGE_TAG,
 # IMAGE_SOURCE; make standin: INSTALLER=none.
-image: apply ## Build the overlay image (BASE_IMAGE= STAND_IN=1 TURBO_ATTN= PUSH=1 REGISTRY= REPOSITORY= IMAGE_TAG= IMAGE_SOURCE=)
+image: apply ## Build the overlay image (TURBO_ATTN= empty: no plugin) | BASE=<base> BASE_IMAGE=<image> STAND_IN=1 TURBO_ATTN='<req --hash=sha256:…>' PUSH=1 REGISTRY=<host[:port]> REPOSITORY=<path> IMAGE_TAG=<ref> IMAGE_SOURCE=<url> JSON=1 DOCKER_HOST=<socket>
 	$(TOOL) image --base $(BASE) $(if $(JSON),--json,)
 
-standin: apply ## Import a local stand-in of BASE's official image (no registry needed; INSTALLER=none: no uv)
+standin: apply ## Import a local stand-in of BASE's official image (no registry needed; INSTALLER=none: no uv) | BASE=<base> INSTALLER=none JSON=1 DOCKER_HOST=<socket>
 	$(TOOL) standin --base $(BASE) $(if $(JSON),--json,)
 
 # make port VERB=<verb> TO=<base> [BASE=<base>] [REASON='...'] [VERDICT=...] [PORT_TREE=<dir>] [JSON=1] [FORCE=1]
@@ -171,7 +174,7 @@ port: export TKV_PORT_REASON := $(value REASON)
 port: export TKV_PORT_VERDICT := $(value VERDICT)
 port: export TKV_PORT_TREE := $(value PORT_TREE)
 port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABORT FINISH,$(if $(value $(v)),$(v)=)))
-port: venv ## Forward-port onto TO, one VERB: report|start|continue|skip|abort|status|finish (BASE= default: the newest carried base older than TO; REASON= VERDICT=)
+port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> JSON=1 FORCE=1
 	@if [ -n "$$TKV_PORT_OLD" ]; then \
 	  echo "make port: $$TKV_PORT_OLD is gone: one verb per run, make port VERB=<$(PORT_VERBS)> TO=<base>" >&2; exit 2; fi; \
 	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) \
@@ -186,10 +189,10 @@ port: venv ## Forward-port onto TO, one VERB: report|start|continue|skip|abort|s
 	exec $(TOOL) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 
 # DIFF and BASE reach `drift --diff` through the environment; without BASE= every pair of bases.
-drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff
+drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff | DIFF=<slug> BASE=<base> JSON=1
 	$(TOOL) drift $(if $(JSON),--json,)
 
-pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0)
+pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0) | VERSION=<version>
 	@test -n "$(VERSION)" || { echo "usage: make pin VERSION=0.34.0" >&2; exit 2; }
 	$(TOOL) pin $(VERSION)
 
@@ -197,7 +200,7 @@ pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin 
 # failure) becomes 0 here; call `tkv-seam watch` directly to branch on it.
 WATCH_ARGS = $(if $(SINCE),--since $(SINCE),) $(if $(PRE),--pre,) \
              $(if $(YANKED),--yanked,) $(if $(REPORT),--report,) $(if $(WRITE),--write,)
-watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/drift/ (SINCE= PRE=1 YANKED=1 WRITE=1)
+watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/drift/ | SINCE=<base-or-version> PRE=1 YANKED=1 REPORT=1 WRITE=1
 	@echo "$(TOOL) watch $(strip $(WATCH_ARGS))"
 	@rc=0; $(TOOL) watch $(WATCH_ARGS) || rc=$$?; \
 	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
@@ -206,6 +209,6 @@ clean: ## Remove build/ but build/dropped/ (what the tool kept of trees it remov
 	@if [ -d build ]; then find build -mindepth 1 -maxdepth 1 ! -name dropped -exec rm -rf {} +; fi
 	@if [ -d build/dropped ]; then echo "make clean: kept build/dropped/ (rm -rf build/dropped to drop it)"; fi
 
-check-refresh: apply ## apply then refresh changes no byte of patches/ or series
+check-refresh: apply ## apply then refresh changes no byte of patches/ or series | BASE=<base>
 	$(TOOL) refresh --base $(BASE)
 	git diff --exit-code -- patches series

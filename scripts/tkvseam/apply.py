@@ -18,11 +18,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import git
+from . import git, hints
 from .bases import Base
 from .baserepo import base_repo
 from .commits import CorruptObject, commit_series
-from .errors import TOOL, VerifyError
+from .errors import VerifyError
 from .patch import Patch
 from .progress import QUIET, Progress
 from .seamtree import BASE_TAG, BRANCH, SeamTree
@@ -128,8 +128,8 @@ def apply_series(
             (Kind.APPLY, Kind.PORT),
             "tkv-seam apply",
             force,
-            rerun=f"make apply BASE={base.name}",
-            force_hint=f"`make apply BASE={base.name} FORCE=1`",
+            rerun=hints.rerun("apply", root, base.name, tree),
+            force_hint=f"`{hints.rerun('apply', root, base.name, tree, force=True)}`",
             progress=progress,
         )
         dropped = [r for r in (*dropped, ref) if r]
@@ -170,7 +170,8 @@ def apply_series(
                 except CorruptObject as e:
                     raise VerifyError(
                         f"the cached base {repo.path} is damaged: {e.message}",
-                        hint=f"check and rebuild it: {TOOL} fetch --base {base.name}, then run the command again",
+                        hint=f"check and rebuild it: {hints.tool('fetch', '--base', base.name)}, then run the "
+                        "command again",
                     ) from e
                 result = result_for(applied)
                 result.state().save(new)

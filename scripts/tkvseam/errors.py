@@ -29,8 +29,7 @@ Exit codes (also in README.md):
 
 from __future__ import annotations
 
-# How hints spell the tool (from the project root, where the Makefile runs it).
-TOOL = ".venv/bin/tkv-seam"
+from .hints import TOOL as TOOL  # how hints spell the tool (from the project root, as the Makefile runs it)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

@@ -11,10 +11,10 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import git
+from . import git, hints
 from .apply import inputs_digest
 from .bases import Base
-from .errors import TOOL, RefusedError, SeamError
+from .errors import RefusedError, SeamError
 from .fsutil import atomic_write
 from .patch import Header, PatchFormatError, parse_text
 from .progress import QUIET, Progress
@@ -42,7 +42,7 @@ def format_commit(tree: Path, commit: str) -> str:
         raise SeamError(
             f"{tree}: commit {commit[:12]}: its patch text is not UTF-8 (byte {data[e.start]:#04x} on "
             f"line {line} of `git format-patch`); patches are UTF-8 text",
-            hint=f"re-encode the file in UTF-8 and amend the commit (git -C {tree} show {commit[:12]} "
+            hint=f"re-encode the file in UTF-8 and amend the commit (`{hints.shell('git', '-C', tree, 'show', commit[:12])}` "
             "shows it), then refresh again",
         ) from e
     lines = text.split("\n")
@@ -56,7 +56,7 @@ def commits_after_base(tree: Path, base_commit: str) -> list[str]:
     if merges:
         raise SeamError(
             f"{tree}: merge commits after the base cannot be exported: {merges[0][:12]}",
-            hint=f"linearise the branch (git -C {tree} rebase {BASE_TAG}) and refresh again",
+            hint=f"linearise the branch (`{hints.shell('git', '-C', tree, 'rebase', BASE_TAG)}`) and refresh again",
         )
     return git.commits_after(tree, base_commit)
 
@@ -191,7 +191,7 @@ def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str
         if name in texts:
             raise SeamError(
                 f"{tree}: two commits export to {name}: give them different subjects",
-                hint=f"git -C {tree} rebase -i {BASE_TAG} (reword one), then refresh again",
+                hint=f"{hints.shell('git', '-C', tree, 'rebase', '-i', BASE_TAG)}  (reword one), then refresh again",
             )
         texts[name] = text
         order.append(name)
@@ -225,27 +225,28 @@ def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Prog
         raise RefusedError(
             f"{tree} is a port to {state.base} in progress ({where}); its queue is written when it "
             "finishes, not by refresh",
-            hint=f"{TOOL} port status --to {state.base} --tree {tree}   (then continue, skip or finish)",
+            hint=f"{hints.port('status', state.base, tree)}   (then continue, skip or finish)",
         )
     if state.base != base.name:
         raise RefusedError(
             f"{tree} was applied on {state.base}, not {base.name}: refresh would write "
             f"{state.base}'s patches into {base.name}'s queue ({base.queue.series})",
-            hint=f"{TOOL} refresh --base {state.base} --tree {tree}",
+            hint=hints.tool("refresh", "--base", state.base, "--tree", tree),
         )
     if state.pending:
         raise RefusedError(
             f"{tree}: an interrupted apply left it half-switched to {state.head[:12]}; its commits "
             "are not what the queue was applied from, so refresh writes nothing",
-            hint=f"finish the switch first: {TOOL} apply --base {state.base} --tree {tree}",
+            hint=f"finish the switch first: {hints.tool('apply', '--base', state.base, '--tree', tree)}",
         )
     dirty = git.status_paths(tree)
     if dirty:
         shown = "\n".join(f"    {st.strip() or '??'} {path}" for st, path in dirty[:10])
         raise RefusedError(
             f"{tree} has uncommitted changes ({len(dirty)} paths); refresh exports commits only:\n{shown}",
-            hint=f"commit them (git -C {tree} add -A && git -C {tree} commit) or stash them "
-            f"(git -C {tree} stash -u), then refresh again",
+            hint=f"commit them (`{hints.shell('git', '-C', tree, 'add', '-A')} && "
+            f"{hints.shell('git', '-C', tree, 'commit')}`) or stash them "
+            f"(`{hints.shell('git', '-C', tree, 'stash', '-u')}`), then refresh again",
         )
     series = read_series(root, base.queue, base.name)
     if inputs_digest(base, state.source, series) != state.digest:
@@ -255,15 +256,15 @@ def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Prog
             raise RefusedError(
                 f"{base.queue.patches}/ or {base.queue.series} changed since the tree was applied; "
                 f"refresh would overwrite those edits{':' if named else ''}{named}",
-                hint=f"keep the patch edits: `make apply BASE={base.name} FORCE=1` (keeps the tree's "
-                f"commits in a ref); keep the tree commits: `make refresh BASE={base.name} FORCE=1` "
+                hint=f"keep the patch edits: `{hints.rerun('apply', root, base.name, tree, force=True)}` (keeps the tree's "
+                f"commits in a ref); keep the tree commits: `{hints.rerun('refresh', root, base.name, tree, force=True)}` "
                 "(backs up the patch files first)",
             )
         keep = seam.back_up(queue_snapshot(root, base.queue))
         progress.warn(f"--force overwrites the edits to {base.queue.patches}/{named}\nbacked up in {keep}")
     texts, order = export_texts(tree, state.base_commit)
     report = write_queue(
-        root, base.queue, texts, order, force, again=f"make refresh BASE={base.name} FORCE=1"
+        root, base.queue, texts, order, force, again=hints.rerun("refresh", root, base.name, tree, force=True)
     )
     record_export(tree, state, base, root, order)
     seam.save(state)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from .bases import Base
+from . import hints
 from .errors import DockerError, UsageError
 from .outputs import seal_output_dir
 from .overlay import queue_overlay_paths, replace_context_dir, stage
@@ -162,7 +163,7 @@ def check_base_image(api, image: str, base: Base, stand_in: bool) -> tuple[str, 
     )
     raise DockerError(
         f"base image {image} {what}",
-        hint=f"use the official image of this base, or make image BASE={base.name} STAND_IN=1 for a stand-in",
+        hint=f"use the official image of this base, or for a stand-in `{hints.make('image', BASE=base.name, STAND_IN='1')}`",
     )
 
 
@@ -333,7 +334,8 @@ def _check_own_tag(tag: str, stand_in: bool, plugin: PluginSpec | None, base: Ba
                 {"standin": "built on a stand-in", "noplugin": "without the plugin"}[w] for w in missing
             )
             + f", so the tag must say {' and '.join(missing)}",
-            hint=f"IMAGE_TAG={tag}-{'-'.join(missing)}  (or leave IMAGE_TAG unset: make image BASE={base.name} ...)",
+            hint=f"`{hints.make('image', BASE=base.name, IMAGE_TAG=f'{tag}-' + '-'.join(missing))}` (with your other "
+            "variables), or leave IMAGE_TAG unset",
         )
 
 
@@ -382,7 +384,7 @@ def _run_build(api, context: Path, tag: str, base_image: str, labels: dict, base
         if isinstance(e, errors):
             raise DockerError(
                 f"the Docker engine failed during the build of {tag}: {e}",
-                hint=f"check the engine (its log; DOCKER_HOST), then make image BASE={base.name} again",
+                hint=f"check the engine (its log; DOCKER_HOST), then `{hints.make('image', BASE=base.name)}`",
             ) from e
         raise
     added = [

@@ -141,7 +141,7 @@ def _no_credentials(index_url: str) -> None:
         shown = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
         raise UsageError(
             f"the index URL {shown} carries credentials; tkv-seam sends none (and prints none)",
-            hint="export TKV_SEAM_INDEX_URL=<the index's Simple API root without user:password>",
+            hint="export TKV_SEAM_INDEX_URL=<the Simple API root, without user:password>",
         )
 
 

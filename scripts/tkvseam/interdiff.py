@@ -14,6 +14,7 @@ import difflib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import hints
 from .bases import Base
 from .drift import compare
 from .errors import UsageError
@@ -112,7 +113,7 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str) -> str:
     close = difflib.get_close_matches(wanted, known, n=1)
     raise UsageError(
         f"no patch {wanted!r} in any queue; known: {', '.join(known) or 'none'}",
-        hint=f"make drift DIFF={close[0] if close else (known[0] if known else '<slug>')}",
+        hint=hints.make("drift", DIFF=close[0] if close else (known[0] if known else "<slug>")),
     )
 
 
@@ -124,16 +125,16 @@ def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | Non
     if base is not None:
         if base not in bases:
             raise UsageError(
-                f"unknown base {base!r}; known bases: {', '.join(bases)}", hint=f"make drift DIFF={slug}"
+                f"unknown base {base!r}; known bases: {', '.join(bases)}", hint=hints.make("drift", DIFF=slug)
             )
         if base not in queues:
-            raise UsageError(f"{base} has no queue yet", hint=f"make port TO={base} REPORT=1")
+            raise UsageError(f"{base} has no queue yet", hint=hints.port("report", base))
         i = names.index(base)
         if i == 0:
             later = names[1] if len(names) > 1 else base
             raise UsageError(
                 f"{base} is the first base with a queue: nothing before it to compare with",
-                hint=f"make drift DIFF={slug} BASE={later}",
+                hint=hints.make("drift", DIFF=slug, BASE=later),
             )
         pairs = [(names[i - 1], base)]
     else:
@@ -146,7 +147,7 @@ def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | Non
                 where = old_base if old is None else new_base
                 raise UsageError(
                     f"{slug} is not in {where}'s queue: nothing to compare between {old_base} and {new_base}",
-                    hint=f"make drift  (the matrix: where {slug} is absent or new)",
+                    hint=f"{hints.make('drift')}  (the matrix: where {slug} is absent or new)",
                 )
             continue
         out.append(diff_patches(old, new, old_base, new_base))

@@ -24,6 +24,7 @@ import tomlkit
 from packaging.utils import InvalidSdistFilename, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
+from . import hints
 from .bases import (
     Base,
     Image,
@@ -67,7 +68,9 @@ def parse_release(text: str) -> Version:
         return Version(text.removeprefix("v"))
     except InvalidVersion as e:
         raise SeamError(
-            f"{text!r} is not a PEP 440 version", hint="tkv-seam pin 0.34.0", exit_code=EXIT_USAGE
+            f"{text!r} is not a PEP 440 version",
+            hint=hints.make("pin", VERSION="0.34.0"),
+            exit_code=EXIT_USAGE,
         ) from e
 
 
@@ -88,7 +91,7 @@ def find_sdist(page: Listing, version: Version) -> IndexFile:
     else:
         raise SeamError(
             f"{page.url} lists no sdist of {PROJECT} {version}",
-            hint="tkv-seam watch --since 0 --pre --yanked   (lists every release the index has)",
+            hint=f"{hints.make('watch', SINCE='0', PRE='1', YANKED='1')}   (lists every release the index has)",
         )
     entry.usable()
     if not entry.sha256 or entry.size is None:
@@ -129,7 +132,7 @@ def _refuse(bases_file: Path, name: str, diffs: list[str]) -> VerifyError:
     return VerifyError(
         f"{name} is already pinned in {bases_file} with other values:\n{lines}",
         hint=f'check the release; to re-pin on purpose, delete the ["{name}"] table from '
-        f"{bases_file.name}, then: tkv-seam pin {name.removeprefix('v')}",
+        f"{bases_file.name}, then: {hints.make('pin', VERSION=name.removeprefix('v'))}",
     )
 
 
@@ -185,7 +188,7 @@ def pin(
         reason = entry.yanked if isinstance(entry.yanked, str) else "no reason given"
         raise SeamError(
             f"{entry.filename} is yanked on the index ({reason})",
-            hint=f"tkv-seam pin --yanked {release}   (only if you mean to carry a yanked release)",
+            hint=f"{hints.tool('pin', '--yanked', release)}   (only if you mean to carry a yanked release)",
         )
     sdist = Sdist(entry.filename, entry.size, entry.sha256)
     candidate = Base(name, str(release), name, (), sdist, Image(f"{OFFICIAL_IMAGE}:{name}", ""))

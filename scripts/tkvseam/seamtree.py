@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import git
-from .errors import TOOL, RefusedError, SeamError
+from . import git, hints
+from .errors import RefusedError, SeamError
 from .fsutil import describe_dir, lexists, stamp
 from .lock import locked, tree_lock_path
 from .progress import QUIET, Progress
@@ -37,6 +37,7 @@ BASE_TAG = "tkv-seam-base"
 DROPPED_REFS = "refs/tkv-seam/dropped"  # refs keeping what the tool dropped from a tree
 DROPPED_DIR = "tkv-seam-dropped"  # in the tree's .git: files the tool set aside or backed up
 _SCRATCH = re.compile(r"\.tmp-[a-z0-9_]{8}")
+_STAMP = re.compile(r"\d{8}T\d{6}Z-\d+-\d+")  # fsutil.stamp()
 
 
 @dataclass
@@ -94,7 +95,8 @@ class SeamTree:
         if self.path.is_symlink():
             raise RefusedError(
                 f"{self.path} is a symlink (to {os.readlink(self.path)}), not a tree: refused",
-                hint=f"pass the tree itself: --tree {self.path.resolve()}",
+                hint=f"pass the directory itself (--tree {self.path.resolve()}) where the command takes --tree; "
+                f"else move the link away (`{hints.shell('mv', self.path, f'{self.path}.link')}`)",
             )
 
     def leftovers(self, pattern: str) -> list[Path]:
@@ -171,7 +173,10 @@ class SeamTree:
         """The tree's state, or an error saying it is not a tkv-seam tree."""
         state = self.load()
         if state is None:
-            raise SeamError(f"{self.path} is not a tree made by tkv-seam apply", hint="make apply")
+            base = self.path.name.removeprefix("vllm-") if self.path.name.startswith("vllm-") else None
+            raise SeamError(
+                f"{self.path} is not a tree made by tkv-seam apply", hint=hints.make("apply", BASE=base)
+            )
         return state
 
     def save(self, state: TreeState) -> None:
@@ -213,14 +218,27 @@ class SeamTree:
 
         Returns the tree's state (None when absent) and the ref keeping what ``force`` dropped.
         """
+        for parent in self.path.parents:  # a tree inside a tree: files the outer tree does not hold
+            if SeamTree(parent).load() is not None:
+                raise RefusedError(
+                    f"{self.path} is inside {parent}, a tree tkv-seam made: a tree there would be files "
+                    "that tree does not hold",
+                    hint=f"choose another --tree (beside {parent}, not in it)",
+                )
         if not lexists(self.path):
             return None, None
-        moved = f"{self.path}.mine"
+        if self._holds_project():
+            raise RefusedError(
+                f"{self.path} holds a project (its bases.toml) or the directory you are in: never a tree "
+                f"{made_by} makes or replaces; nothing was changed",
+                hint="choose another --tree (the default is the project's build/<tree>)",
+            )
+        move = hints.shell("mv", self.path, f"{self.path}.mine")
         if self.path.is_symlink() or not self.path.is_dir():
             what = "a symlink" if self.path.is_symlink() else "a file"
             raise RefusedError(
                 f"{self.path} exists but was not made by {made_by} ({what})",
-                hint=f"mv {self.path} {moved}, then {rerun}",
+                hint=f"{move}, then {rerun}",
             )
         state = self.load()
         if state is None or state.kind not in kinds:
@@ -231,18 +249,18 @@ class SeamTree:
             )
             raise RefusedError(
                 f"{self.path} exists but was not made by {made_by} ({holds})",
-                hint=f"mv {self.path} {moved} (or choose another --tree), then {rerun}",
+                hint=f"{move} (or choose another --tree), then {rerun}",
             )
         if state.port_in_progress:
             where = f"stopped at {state.port.current}" if state.port.current else "in progress"
             raise RefusedError(
                 f"a port to {state.base} is already in progress in {self.path} ({where})",
-                hint=f"{TOOL} port status --to {state.base} --tree {self.path}   (then continue, skip, or abort)",
+                hint=f"{hints.port('status', state.base, self.path)}   (then continue, skip, or abort)",
             )
         if state.pending:
             raise RefusedError(
                 f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}",
-                hint=f"finish it first: {TOOL} apply --base {state.base} --tree {self.path}",
+                hint=f"finish it first: {self._rerun('apply', state.base)}",
             )
         work = self.user_work(state)
         if not work:
@@ -250,18 +268,28 @@ class SeamTree:
         if force and force_hint:
             ref = self.keep_dropped(work, "replacing the tree (--force)")
             progress.warn(
-                f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} (git -C {self.path} show {ref})"
+                f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} ({self._show(ref)})"
             )
             return state, ref
-        keep = (
-            f"`make refresh BASE={state.base}` (or `{TOOL} refresh --base {state.base} --tree {self.path}`)"
-        )
         raise RefusedError(
             f"{self.path} holds work that tkv-seam did not record:\n{work.describe()}",
-            hint=f"keep it: commit it, then {keep}"
+            hint=f"keep it: commit it, then `{self._rerun('refresh', state.base)}`"
             + (f"; drop it: {force_hint} (lists it and keeps it in a ref)" if force_hint else "")
-            + f"; or mv {self.path} {moved}, then {rerun}",
+            + f"; or `{move}`, then {rerun}",
         )
+
+    def _rerun(self, verb: str, base: str, force: bool = False) -> str:
+        """``apply``/``refresh`` of this tree, from its project's root (``build/vllm-<base>``: make)."""
+        return hints.rerun(verb, self.path.parent.parent, base, self.path, force)
+
+    def _show(self, ref: str) -> str:
+        return hints.shell("git", "-C", self.path, "show", ref)
+
+    def _holds_project(self) -> bool:
+        """The path is a tkv-seam project (its bases.toml), or the current directory or above it."""
+        here = Path(os.path.realpath(Path.cwd()))
+        real = Path(os.path.realpath(self.path))
+        return (self.path / "bases.toml").is_file() or real == here or real in here.parents
 
     # -- what the tool keeps ----------------------------------------------------
 
@@ -272,7 +300,14 @@ class SeamTree:
         return keep
 
     def kept_dir(self, name: str) -> Path:
-        """The dropped directory ``name`` (as ``dropped_dir`` made it)."""
+        """The dropped directory ``name`` (as ``dropped_dir`` made it); a name from a state edited
+        by hand that is not one of those (``..``, a path) is refused, never followed."""
+        if not _STAMP.fullmatch(name):
+            raise RefusedError(
+                f"{self.path}: its state names the kept directory {name!r}, which is not a name tkv-seam gives "
+                f"(.git/{DROPPED_DIR}/<time>-<pid>-<n>): the state was edited by hand; nothing was removed",
+                hint=f"{hints.shell('ls', '-la', self.git_dir / DROPPED_DIR)}  (then fix or remove the state's field)",
+            )
         return self.git_dir / DROPPED_DIR / name
 
     @staticmethod
@@ -372,13 +407,14 @@ class SeamTree:
             raise RefusedError(
                 f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}, and it "
                 f"holds work added since:\n{work.describe()}",
-                hint=f"finish the switch and keep that work in a ref it names: `make apply FORCE=1` "
-                f"(then `git -C {self.path} checkout <ref> -- <file>` or `cherry-pick` brings it back)",
+                hint=f"finish the switch and keep that work in a ref it names: `{self._rerun('apply', state.base, True)}` "
+                f"(then `{hints.shell('git', '-C', self.path, 'checkout', '<ref>', '--', '<file>')}` or "
+                "`git cherry-pick <ref>` brings it back)",
             )
         if work:
             ref = self.keep_dropped(work, "finishing an interrupted switch")
             progress.warn(
-                f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} (git -C {self.path} show {ref})"
+                f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} ({self._show(ref)})"
             )
         progress.step(f"finish the interrupted switch of {self.path} to {state.head[:12]}")
         if work:
@@ -405,8 +441,9 @@ class SeamTree:
             raise RefusedError(
                 f"{self.path}: the patches add files that exist there as ignored files; the switch would "
                 f"overwrite them:\n{shown}",
-                hint=f"keep them: mv {self.path / in_the_way[0]} {self.path / in_the_way[0]}.mine (each), "
-                f"then make apply; or `make apply FORCE=1` (sets them aside in .git/{DROPPED_DIR}/)",
+                hint=f"keep them: `{hints.shell('mv', self.path / in_the_way[0], f'{self.path / in_the_way[0]}.mine')}` "
+                f"(each), then `{self._rerun('apply', new.base)}`; or `{self._rerun('apply', new.base, True)}` "
+                f"(sets them aside in .git/{DROPPED_DIR}/)",
             )
         if in_the_way:
             keep = self.set_aside(in_the_way)

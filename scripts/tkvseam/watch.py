@@ -29,6 +29,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from . import hints
 from .bases import Base, default_index_url, get_base, load_bases
 from .carried import carried_before, carried_bases
 from .errors import EXIT_USAGE, SeamError
@@ -179,12 +180,16 @@ def drift_report(
         "patches": [r.to_json() | {"category": category(r)} for r in reports],
         "source": f"tkv-seam port report --base {from_base.name} --to {to_base.name}",
     }
-    markdown = (
-        render_markdown(from_base, to_base, reports, counts)
+    return drift_markdown(from_base, to_base, reports), data, counts
+
+
+def drift_markdown(from_base: Base, to_base: Base, reports: list[PatchReport]) -> str:
+    """The report as Markdown: the summary, a per-patch table and the draft verdict table."""
+    return (
+        render_markdown(from_base, to_base, reports, summarize(reports))
         + "\n"
         + render.verdict_table(reports, from_base.name, to_base.name)
     )
-    return markdown, data, counts
 
 
 # --------------------------------------------------------------------------- watch
@@ -217,7 +222,7 @@ def _since(bases: dict[str, Base], since: str) -> Version:
     except SeamError as e:
         raise SeamError(
             f"--since {since!r} is neither a base in the bases file ({', '.join(bases)}) nor a PEP 440 version",
-            hint=f"tkv-seam watch --since {next(iter(bases), '0.31.0')}",
+            hint=hints.make("watch", SINCE=next(iter(bases), "0.31.0")),
             exit_code=e.exit_code,
         ) from e
 
@@ -253,7 +258,7 @@ def watch(
     if not carried:
         raise SeamError(
             f"no carried base: no base of {bases_file} has its queue yet",
-            hint="give a base of bases.toml its queue (`make port VERB=start TO=<base>`), then watch again",
+            hint=f"give a base of bases.toml its queue (`{hints.port('start', '<base>')}`), then watch again",
         )
     from_base = get_base(bases, carried[-1])
     since = since or from_base.name

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tkvseam import git
+from tkvseam import git, hints
 from tkvseam.cli import main
 
 
@@ -270,6 +270,27 @@ HEADER_TRAILERS = (
 
 def message(slug: str, summary: str = "change things", description: str = "Changes things.") -> str:
     return f"{slug}: {summary}\n\n{description}\n\n{HEADER_TRAILERS}"
+
+
+# --------------------------------------------------------------------------- hints printed
+
+LAST = "test_every_hint_printed_is_a_command_that_runs"  # test_hints.py: runs after every other test
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hint_log(tmp_path_factory) -> Path:
+    """Every ``next:`` hint the tool prints during the session (its CLI runs, in this process or
+    another), one JSON line each (``tkvseam.hints.record``)."""
+    path = tmp_path_factory.mktemp("hints") / "hints.jsonl"
+    path.touch()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(hints.LOG_ENV, str(path))
+        yield path
+
+
+def pytest_collection_modifyitems(items):
+    """The check of every hint printed goes last, when the other tests have printed theirs."""
+    items.sort(key=lambda item: item.name == LAST)
 
 
 # The port case (portcase.py): its releases and project, for every test_port*.py.

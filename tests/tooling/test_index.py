@@ -123,7 +123,7 @@ def test_watch_write_without_report_prints_one_json_object(project):
     assert json.loads(res.stdout) == {
         "ok": False,
         "error": "--write only makes sense with --report",
-        "hint": "tkv-seam watch --report --write",
+        "hint": "make watch REPORT=1 WRITE=1",
         "exit_code": 2,
     }
 

@@ -89,7 +89,7 @@ def test_pin_refuses_a_conflicting_commit_and_shows_both(project, releases):
 
 def test_pin_of_a_release_the_index_lacks_says_how_to_list_them(project):
     err = project.cli("pin", "1.2.3", expect=1).stderr
-    assert "lists no sdist of vllm 1.2.3" in err and "next: tkv-seam watch --since 0" in err
+    assert "lists no sdist of vllm 1.2.3" in err and "next: make watch SINCE=0 PRE=1 YANKED=1" in err
     assert project.cli("pin", "not-a-version", expect=2).stderr.startswith("Error: 'not-a-version'")
 
 

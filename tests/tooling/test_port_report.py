@@ -99,7 +99,11 @@ def test_report_statuses_never_contradict_and_keep_nothing(pproject_once, report
             assert p["own"] != "exact", name
     assert report["summary"]["patches"] == 8 and report["summary"]["applied"] == 3
     assert not (pproject_once.root / "build" / f"port-{NEXT}").exists()
-    assert [x.name for x in (pproject_once.root / "build").iterdir()] == [f"vllm-{NAME}"]
+    # nothing but the build tree and the report's own files (build/port-report-<to>/)
+    assert sorted(x.name for x in (pproject_once.root / "build").iterdir()) == [
+        f"port-report-{NEXT}",
+        f"vllm-{NAME}",
+    ]
     assert "| file / hunk | what it does | verdict | reason | evidence |" in report["table"]
 
 
@@ -123,4 +127,8 @@ def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
     assert "blocked            0002-use-mul.patch  blocked by 0001" in out
     assert "vllm/config/cache.py: 3-way" in out and ": offset +120" in out
     assert "| file / hunk | what it does | verdict | reason | evidence |" in out
-    assert lines[-1].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply;")
+    assert lines[-2].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply;")
+    assert (
+        lines[-1]
+        == f"report kept in build/port-report-{NEXT}/report.md and build/port-report-{NEXT}/report.json"
+    )

@@ -140,7 +140,7 @@ def test_finish_refuses_a_queue_written_since_the_port_started_and_force_keeps_i
     (queue / "0001-reviewed.patch").write_text("reviewed by hand\n")
     (queue / "PORT.md").write_text("# the reviewed verdicts\n")
     err = port(pproject, "skip", "--reason", "upstream has register()", expect=5).stderr
-    assert "changed since the port started" in err and "--force" in err
+    assert "changed since the port started" in err and "make port VERB=finish TO=v9.10.0 FORCE=1" in err
     assert (queue / "0001-reviewed.patch").read_text() == "reviewed by hand\n"
     assert (queue / "PORT.md").read_text() == "# the reviewed verdicts\n"
     res = port(pproject, "finish", "--force", "--json")
@@ -295,7 +295,7 @@ def test_a_multi_line_reason_is_refused_before_anything_is_written(pproject, ver
 def test_refresh_of_an_unfinished_port_tree_names_the_port_not_apply(pproject):
     port(pproject, "start", expect=12)
     err = pproject.cli("refresh", "--base", NEXT, "--tree", str(port_tree(pproject)), expect=5).stderr
-    assert "port to v9.10.0 in progress" in err and "port status --to v9.10.0" in err
+    assert "port to v9.10.0 in progress" in err and "make port VERB=status TO=v9.10.0" in err
     assert "make apply" not in err
 
 

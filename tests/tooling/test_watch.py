@@ -157,7 +157,7 @@ def test_write_without_report_and_a_bad_since_are_usage_errors(project):
     assert "--write only makes sense with --report" in project.cli("watch", "--write", expect=2).stderr
     err = project.cli("watch", "--since", "latest", expect=2).stderr
     assert f"--since 'latest' is neither a base in the bases file ({NAME})" in err
-    assert f"next: tkv-seam watch --since {NAME}" in err
+    assert f"next: make watch SINCE={NAME}" in err
 
 
 def test_summary_columns_come_from_the_report_objects():

@@ -7,7 +7,8 @@ carried, seam-table, lock-cpu, retire).
 One error boundary (``SeamGroup.invoke``): a ``SeamError``, an ``OSError``, a usage error
 or an unexpected exception from any command becomes ``Error: …`` (+ ``next: …``) on stderr
 and the documented exit code (``tkvseam.errors``, README.md); under ``--json`` the run
-prints exactly one JSON object on stdout (the result, or ``{"ok": false, …}``).
+prints exactly one JSON object on stdout (the result, or ``{"ok": false, …}``). A port that
+stopped for the maintainer (``PortStopped``, exit 12) is said as what it is, without ``Error:``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
-from ..errors import EXIT_FAILURE, SeamError
+from .. import __version__, hints
+from ..errors import EXIT_FAILURE, PortStopped, SeamError
 from ..fsutil import lexists
 from . import carry, overlay, port, queue, releases, seamtest
 from .options import Context, emit_json
@@ -65,6 +66,8 @@ class SeamGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except PortStopped as e:  # an expected stop for the maintainer, not a failure: no "Error:"
+            self._fail(ctx, e.message, e.hint, e.exit_code, label="")
         except SeamError as e:
             self._fail(ctx, e.message, e.hint, e.exit_code)
         except OSError as e:
@@ -90,8 +93,9 @@ class SeamGroup(click.Group):
             emit_json({"ok": False, "error": message, "hint": hint, "exit_code": code})
 
     @classmethod
-    def _fail(cls, ctx: click.Context, message: str, hint: str | None, code: int):
-        click.echo(f"Error: {message}" + (f"\n  next: {hint}" if hint else ""), err=True)
+    def _fail(cls, ctx: click.Context, message: str, hint: str | None, code: int, label: str = "Error: "):
+        click.echo(f"{label}{message}" + (f"\n  next: {hint}" if hint else ""), err=True)
+        hints.record(hint)
         cls._json(ctx, message, hint, code)
         raise click.exceptions.Exit(code)
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 import click
 
-from ..errors import TOOL, SeamError
+from .. import hints
+from ..errors import RefusedError, SeamError
 from .options import (
     Context,
     absolute,
@@ -62,6 +62,7 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     from ..overlay import queue_overlay_paths, stage_locked
 
     out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
+    _refuse_stage_dir(ctx, base_name, out)
     paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
     manifest = stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress)
     if as_json:
@@ -71,7 +72,28 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
 
 
-def _install(ctx: Context, base_name, tree, python, commit_of, as_json, rerun):
+def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
+    """A stage goes beside the project's trees, never over the project or into a tree tkv-seam made."""
+    from ..seamtree import SeamTree
+
+    again = hints.tool("overlay", "stage", "--base", base_name, "--out", f"build/overlay-{base_name}")
+    real = Path(os.path.realpath(out))
+    if real == Path(os.path.realpath(ctx.root)) or real in Path(os.path.realpath(ctx.root)).parents:
+        raise RefusedError(
+            f"{out} exists and is not an overlay stage tkv-seam made: it is the project (or holds it); "
+            "nothing was deleted",
+            hint=again,
+        )
+    for parent in (out, *out.parents):
+        if SeamTree(parent).load() is not None:
+            raise RefusedError(
+                f"--out {out} is inside {parent}, a tree tkv-seam made: the stage would be files the tree "
+                "does not hold (apply and refresh then refuse the tree)",
+                hint=again,
+            )
+
+
+def _install(ctx: Context, base_name, tree, python, commit_of, as_json, verb):
     from ..overlay import install_commit, queue_overlay_paths
     from ..seamtree import SeamTree
 
@@ -79,8 +101,10 @@ def _install(ctx: Context, base_name, tree, python, commit_of, as_json, rerun):
     commit = commit_of(SeamTree(tree_path).state())
     venv_python = ctx.venv_python(python, base_name)
     own_venv = venv_python == ctx.venv_python(None, base_name)
-    if python is not None:
-        rerun += f" --python {shlex.quote(str(venv_python))}"
+    if own_venv and tree_path == ctx.tree(None, base_name):
+        again = hints.make("overlay" if verb == "install" else "overlay-restore", BASE=base_name)
+    else:
+        again = hints.tool("overlay", verb, "--base", base_name, "--tree", tree_path, "--python", venv_python)
     done = install_commit(
         tree_path,
         queue_overlay_paths(ctx.root, ctx.base(base_name)),
@@ -88,7 +112,7 @@ def _install(ctx: Context, base_name, tree, python, commit_of, as_json, rerun):
         commit,
         venv_python,
         own_venv,
-        f"{TOOL} {rerun} --base {base_name}",
+        again,
         ctx.progress,
     )
     if as_json:
@@ -110,7 +134,7 @@ def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
     --python may name any venv holding the base's stock vLLM (your own); a venv that
     already holds an overlay is told so, and restore puts its pristine files back.
     """
-    _install(ctx, base_name, tree, python, lambda state: commit, as_json, "overlay install")
+    _install(ctx, base_name, tree, python, lambda state: commit, as_json, "install")
 
 
 @overlay.command("restore")
@@ -121,7 +145,7 @@ def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
 @pass_ctx
 def overlay_restore(ctx: Context, base_name, tree, python, as_json):
     """Put the pristine base files back into the venv."""
-    _install(ctx, base_name, tree, python, lambda state: state.base_commit, as_json, "overlay restore")
+    _install(ctx, base_name, tree, python, lambda state: state.base_commit, as_json, "restore")
 
 
 @click.command()

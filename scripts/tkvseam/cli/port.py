@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from .. import hints
 from ..errors import EXIT_LINT, EXIT_PORT
 from .options import Context, absolute, emit_json, force_option, json_option, pass_ctx
 
@@ -43,6 +44,14 @@ def port():
 
     Exit 12 when the port stopped or the report has a patch that did not apply.
     """
+
+
+def _shown(ctx: Context, path) -> str:
+    """``path`` relative to the project root when it is inside it (as a user types it there)."""
+    try:
+        return str(path.relative_to(ctx.root))
+    except ValueError:
+        return str(path)
 
 
 def _session(ctx: Context, to_name: str, tree: str | None):
@@ -83,27 +92,24 @@ def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
 def port_report(ctx: Context, base_name, to_name, as_json):
     """Walk the whole queue onto the new base without stopping; print the report, keep nothing."""
     from ..port import render, report
+    from ..port.reportfile import report_json, write_report
 
     to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "report")
     base_name = from_base.name
     reports = report(ctx.root, from_base, to_base, ctx.cache, ctx.progress)
-    table = render.verdict_table(reports, base_name, to_name)
+    files = write_report(ctx.root, from_base, to_base, reports, ctx.progress)
     if as_json:
         emit_json(
-            {
-                "from": base_name,
-                "to": to_name,
-                "summary": render.summary(reports),
-                "patches": [r.to_json() for r in reports],
-                "verdict_table": table,
-            }
+            report_json(reports, base_name, to_name)
+            | {"files": {"markdown": str(files.markdown), "json": str(files.json)}}
         )
     else:
         for line in render.report_lines(reports):
             click.echo(line)
-        click.echo("\n" + table)
+        click.echo("\n" + render.verdict_table(reports, base_name, to_name))
         click.echo(render.summary_line(reports, base_name, to_name))
+        click.echo(f"report kept in {_shown(ctx, files.markdown)} and {_shown(ctx, files.json)}")
     if not all(r.applied for r in reports):
         sys.exit(EXIT_PORT)
 
@@ -171,15 +177,18 @@ def port_abort(ctx: Context, to_name, tree, as_json):
 @json_option
 @pass_ctx
 def port_status(ctx: Context, to_name, tree, as_json):
-    """Where the port stands: done, stopped, todo."""
+    """Where the port stands: done, stopped (and its unmerged files), todo, and the next command."""
     from ..port import render
 
     session = _session(ctx, to_name, tree)
     state = session.status()
+    unmerged = session.unmerged() if state.port.current else []
+    next_step = session.next_step(state, unmerged)
+    hints.record(next_step)
     if as_json:
-        emit_json(render.status_json(session.path, state))
+        emit_json(render.status_json(session.path, state, unmerged, next_step))
         return
-    for line in render.status_lines(session.path, state):
+    for line in render.status_lines(session.path, state, unmerged, next_step):
         click.echo(line)
 
 

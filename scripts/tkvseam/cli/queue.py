@@ -101,9 +101,10 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
     """
     from ..apply import apply_series
 
+    base = ctx.base(base_name)
     result = apply_series(
         ctx.root,
-        ctx.base(base_name),
+        base,
         ctx.tree(tree, base_name),
         ctx.cache,
         git_url=git_url,
@@ -111,12 +112,13 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
         progress=ctx.progress,
     )
     if as_json:
-        emit_json(result.to_json())
+        emit_json(result.to_json() | {"upstream_commit_prefix": base.commit_prefix})
     else:
         state = "up to date" if result.up_to_date else "applied"
         click.echo(
             f"{result.tree}: {state}: {len(result.patches)} patches on {result.base} "
-            f"({result.base_commit[:12]}), HEAD {result.head[:12]} ({result.seconds:.1f} s)"
+            f"(upstream vLLM commit {base.commit_prefix}; local base commit {result.base_commit[:12]}), "
+            f"HEAD {result.head[:12]} ({result.seconds:.1f} s)"
         )
 
 

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from .. import hints
 from ..errors import EXIT_NEWER, UsageError
 from .options import Context, emit_json, json_option, pass_ctx
 
@@ -64,7 +65,9 @@ def watch(ctx: Context, since, pre, yanked, report, write, as_json):
     from ..watch import watch as do_watch
 
     if write and not report:  # a SeamError, so that --json prints its object too
-        raise UsageError("--write only makes sense with --report", hint="tkv-seam watch --report --write")
+        raise UsageError(
+            "--write only makes sense with --report", hint=hints.make("watch", REPORT="1", WRITE="1")
+        )
     result = do_watch(
         ctx.root,
         ctx.bases_file,

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from .. import hints
 from ..errors import SeamError
 from .options import Context, base_option, emit_json, json_option, pass_ctx, python_option, tree_option
 
@@ -110,7 +111,9 @@ def _patch_numbers(runner, selected: tuple[str, ...]) -> set[int] | None:
                 break
         else:
             names = ", ".join(p.name for p in runner.patches)
-            raise SeamError(f"no patch {want!r} in the series ({names})", hint="tkv-seam seamtest bisect")
+            raise SeamError(
+                f"no patch {want!r} in the series ({names})", hint=hints.make("bisect", BASE=runner.base.name)
+            )
     return out
 
 

@@ -31,7 +31,7 @@ from ..lint import lint
 from ..series import Queue
 from ..state import PortProgress, TreeState
 from ..stylecheck import stylecheck
-from .render import port_md
+from .render import WHY, port_md
 
 if TYPE_CHECKING:
     from .session import PortSession
@@ -58,7 +58,7 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
     if p.current is not None or left:
         raise RefusedError(
             f"{left} patch(es) not yet ported" + (f" (stopped at {p.current})" if p.current else ""),
-            hint=f"{session._cmd('continue')} (or `{session._cmd('skip')} --reason '<why>'`)",
+            hint=f"{session._cmd('continue')} (or `{session._cmd('skip', REASON=WHY)}`)",
         )
     queue = session.to_base.queue
     texts, order = export_texts(session.path, state.base_commit)
@@ -77,7 +77,7 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
         texts,
         order,
         force,
-        again=f"{session._cmd('finish')} --force",
+        again=session._cmd("finish", FORCE="1"),
         verb="port finish",
     )
     atomic_write(session.root / queue.patches / VERDICTS, port_md(p.from_base, state.base, p))
@@ -116,6 +116,6 @@ def check_queue(session: PortSession, p: PortProgress, force: bool) -> None:
         why.append("it has uncommitted edits:\n" + "\n".join(f"    {st} {path}" for st, path in edits[:20]))
     raise RefusedError(
         f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why),
-        hint=f"commit or move those edits, then `{session._cmd('finish')}`; or `{session._cmd('finish')} --force` "
+        hint=f"commit or move those edits, then `{session._cmd('finish')}`; or `{session._cmd('finish', FORCE='1')}` "
         "(keeps the files it replaces and lists them)",
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import TOOL
+from .. import hints
 from ..patch import PlacementKind
 from ..state import DoneStatus, PortProgress, TreeState
 from .model import APPLIED, HunkNote, HunkReport, PatchReport, PatchStatus
@@ -19,10 +19,11 @@ def cell(text: object) -> str:
     return " ".join(str(text).replace("|", "\\|").split())
 
 
-def port_command(verb: str, to_name: str, tree: Path | None = None, default: Path | None = None) -> str:
-    """The command of ``verb`` for this port, from the project root (``--tree`` when not the default)."""
-    where = f" --tree {tree}" if tree is not None and tree != default else ""
-    return f"{TOOL} port {verb} --to {to_name}{where}"
+def port_command(
+    verb: str, to_name: str, tree: Path | None = None, default: Path | None = None, **variables: str
+) -> str:
+    """``make port VERB=<verb> TO=<to>`` for this port (``PORT_TREE=`` when not the default tree)."""
+    return hints.port(verb, to_name, tree if tree is not None and tree != default else None, **variables)
 
 
 # --------------------------------------------------------------------------- the report
@@ -97,7 +98,7 @@ _HUNK_VERDICTS = {
 def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> str:
     """The draft verdict table in the seed's format (per patch and per hunk), as Markdown."""
     out = [
-        f"### Per-hunk review against {to_name} (draft: `tkv-seam port report --base {from_name} --to {to_name}`)",
+        f"### Per-hunk review against {to_name} (draft: `{hints.port('report', to_name, BASE=from_name)}`)",
         "",
         "| file / hunk | what it does | verdict | reason | evidence |",
         "|---|---|---|---|---|",
@@ -145,10 +146,13 @@ def stop_message(to_name: str, r: PatchReport) -> str:
 
 def stop_hint(to_name: str, tree: Path, msg: Path, default: Path) -> str:
     return (
-        f"resolve in {tree} and `git -C {tree} add <files>`, edit Verdict/Reason in {msg}, then "
-        f"`{port_command('continue', to_name, tree, default)}`; or "
-        f"`{port_command('skip', to_name, tree, default)} --verdict obsolete --reason '<why>'`"
+        f"resolve in {tree} and `{hints.shell('git', '-C', tree, 'add', '<files>')}`, edit Verdict/Reason "
+        f"in {msg}, then `{port_command('continue', to_name, tree, default)}`; or "
+        f"`{port_command('skip', to_name, tree, default, VERDICT='obsolete', REASON=WHY)}`"
     )
+
+
+WHY = "'<why>'"  # the placeholder of a reason the user gives
 
 
 def port_md(from_name: str, to_name: str, progress: PortProgress) -> str:
@@ -166,7 +170,10 @@ def port_md(from_name: str, to_name: str, progress: PortProgress) -> str:
     return "\n".join(rows) + "\n"
 
 
-def status_lines(tree: Path, state: TreeState) -> list[str]:
+def status_lines(
+    tree: Path, state: TreeState, unmerged: list[str] | None = None, next_step: str | None = None
+) -> list[str]:
+    """Done, stopped (with the files still unmerged), todo; then ``next:`` and the command."""
     p = state.port
     out = [f"port {p.from_base} -> {state.base} in {tree}"]
     for d in p.done:
@@ -176,16 +183,23 @@ def status_lines(tree: Path, state: TreeState) -> list[str]:
         )
     if p.current:
         out.append(f"  STOPPED   {p.current}: {p.stopped['status'] if p.stopped else ''}")
+        out += [f"    unmerged: {path}" for path in unmerged or []]
     out += [f"  todo      {Path(rel).name}" for rel in p.todo]
     if p.finished:
         out.append("  finished: the queue is written")
+    if next_step:
+        out.append(f"  next: {next_step}")
     return out
 
 
-def status_json(tree: Path, state: TreeState) -> dict:
+def status_json(
+    tree: Path, state: TreeState, unmerged: list[str] | None = None, next_step: str | None = None
+) -> dict:
     """``port status --json``: where the port stands (the state's progress, and its tree)."""
     p = state.port
     return {
+        "unmerged": list(unmerged or []),
+        "next_step": next_step,
         "from_base": p.from_base,
         "to_base": state.base,
         "tree": str(tree),

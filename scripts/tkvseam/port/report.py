@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import git
+from .. import git, hints
 from ..bases import Base
 from ..baserepo import base_repo
 from ..errors import SeamError, UsageError
@@ -32,7 +32,7 @@ def refuse_direction(from_base: Base, to_base: Base) -> None:
         raise UsageError(
             f"a port of {from_base.name}'s queue onto {to_base.name} itself: nothing to port "
             f"(it would rewrite {from_base.name}'s own queue)",
-            hint=f"name a newer base: make port VERB=start BASE={from_base.name} TO=<newer base>",
+            hint=f"name a newer base: {hints.port('start', '<newer-base>', BASE=from_base.name)}",
         )
     try:
         older = Version(to_base.version) <= Version(from_base.version)
@@ -46,8 +46,8 @@ def refuse_direction(from_base: Base, to_base: Base) -> None:
         raise UsageError(
             f"{to_base.name} ({to_base.version}) is not newer than {from_base.name} ({from_base.version}): "
             "a port goes forward only (a backport onto an older base is not supported)",
-            hint=f"port the older base's queue forward instead: make port VERB=start BASE={to_base.name} "
-            f"TO={from_base.name}",
+            hint=f"port the older base's queue forward instead: "
+            f"{hints.port('start', from_base.name, BASE=to_base.name)}",
         )
 
 

@@ -10,6 +10,10 @@ base's own queue (never another's) and lints it; ``start``, ``continue_`` and ``
 finish by themselves when the last patch is through. Every verb holds the tree's lock.
 Code (``carry``, a script) drives the same methods the CLI does.
 
+The old queue is read as it was when the port started: ``start`` keeps a copy of its patches in
+the port tree (``.git/tkv-seam-port-queue/``), so a queue edited, deleted or switched to another
+branch in the project meanwhile changes nothing in the port.
+
 Nothing is lost on a crash. The state is written into the port tree before the tree is in
 place, so a start killed at any point leaves either a scratch tree (removed by the next
 run) or a port the next ``continue`` goes on with. Before each commit the state records
@@ -24,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import git
+from .. import git, hints
 from ..bases import Base, default_cache_dir
 from ..baserepo import base_repo
 from ..commits import commit_series
@@ -35,17 +39,18 @@ from ..export import (
 from ..fsutil import atomic_write
 from ..patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
 from ..progress import QUIET, Progress
-from ..seamtree import SeamTree, legacy_port_state
+from ..seamtree import BRANCH, SeamTree, legacy_port_state
 from ..series import read_series
-from ..state import Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
+from ..state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
 from .analysis import try_patch
 from .finish import Finished, finish_queue
 from .model import APPLIED, PatchReport, PatchStatus
-from .render import port_command, stop_hint, stop_message
+from .render import WHY, port_command, stop_hint, stop_message
 from .report import refuse_direction
 from .tree import PortTree
 
 PORT_MSG = "tkv-seam-port-msg"  # the stopped patch's commit message, for the user to edit
+QUEUE_COPY = "tkv-seam-port-queue"  # in the port tree's .git: the old queue's patches as the port started
 _MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======\n")
 SKIP_VERDICTS = ("obsolete", "dropped")
 
@@ -92,8 +97,9 @@ class PortSession:
         self.seam = SeamTree(self.path)
         self.tree = PortTree(self.path)
 
-    def _cmd(self, verb: str) -> str:
-        return port_command(verb, self.to_base.name, self.path, self.default_tree)
+    def _cmd(self, verb: str, **variables: str) -> str:
+        """``make port VERB=<verb>`` for this port (its tree named when it is not the default)."""
+        return port_command(verb, self.to_base.name, self.path, self.default_tree, **variables)
 
     # -- the verbs ----------------------------------------------------------------
 
@@ -128,6 +134,10 @@ class PortSession:
                         queue_digest=queue_digest(self.root, self.to_base.queue),
                     ),
                 )
+                for name in series.names:  # the queue as it is now: what the port reads to its end
+                    rel = series.path(name).relative_to(self.root)
+                    (built.path / ".git" / QUEUE_COPY / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (built.path / ".git" / QUEUE_COPY / rel).write_bytes(series.path(name).read_bytes())
                 state.save(built.path)  # in the tree before the tree is in place: never a tree without it
                 self.seam.swap_in(built.path)  # a finished port of ours holding nothing new (checked above)
             self._advance(state)
@@ -173,9 +183,7 @@ class PortSession:
         """
         reason = one_line(reason, "--reason") or ""
         if not reason:
-            raise UsageError(
-                "skip needs --reason '<why the patch goes>'", hint=f"{self._cmd('skip')} --reason '<why>'"
-            )
+            raise UsageError("skip needs --reason '<why the patch goes>'", hint=self._cmd("skip", REASON=WHY))
         if verdict not in SKIP_VERDICTS:
             raise UsageError(f"--verdict {verdict!r}: a skipped patch is 'obsolete' or 'dropped'")
         with self.seam.locked(self.progress):
@@ -202,8 +210,9 @@ class PortSession:
             if state.port.finished:
                 raise RefusedError(
                     f"the port to {self.to_base.name} has finished; its queue is written",
-                    hint=f"drop the queue with git (git checkout -- {self.to_base.queue.patches}); the tree "
-                    f"stays a tree of {self.to_base.name} (`make apply BASE={self.to_base.name}` replaces it)",
+                    hint=f"drop the queue with git (`{hints.shell('git', 'checkout', '--', self.to_base.queue.patches)}`); "
+                    f"the tree stays a tree of {self.to_base.name} (`{hints.make('apply', BASE=self.to_base.name)}` "
+                    "replaces it)",
                 )
             extra = {"tkv-seam.json": TreeState.path(self.path).read_bytes()}
             msg = self.seam.git_dir / PORT_MSG
@@ -217,6 +226,33 @@ class PortSession:
         with self.seam.locked(self.progress):
             return self._load()
 
+    def unmerged(self) -> list[str]:
+        """The port tree's paths git still has unmerged (conflicts not yet resolved and added)."""
+        return self.tree.unmerged() if self.seam.git_dir.is_dir() else []
+
+    def next_step(self, state: TreeState, unmerged: list[str]) -> str:
+        """The command that takes the port on from ``state`` (what ``port status`` ends with)."""
+        p = state.port
+        if p.finished:
+            return (
+                f"{hints.shell('git', 'status', '--', self.to_base.queue.patches)}  (review the written "
+                "queue and commit it)"
+            )
+        if p.current and unmerged:
+            return (
+                f"resolve {', '.join(unmerged)}, `{git_c(self.path, 'add', *unmerged)}`, then "
+                f"`{self._cmd('continue')}` (or `{self._cmd('skip', REASON=WHY)}`)"
+            )
+        if p.current and (p.stopped or {}).get("status") == PatchStatus.OBSOLETE:
+            return (
+                f"{self._cmd('skip', REASON=WHY)}   (it looks obsolete; or change it, stage it and continue)"
+            )
+        if p.current:
+            return f"{self._cmd('continue')}   (or `{self._cmd('skip', REASON=WHY)}`)"
+        if p.next < len(p.series):  # an interrupted run: continue takes it up
+            return self._cmd("continue")
+        return self._cmd("finish")
+
     def finish(self, force: bool = False) -> Finished:
         with self.seam.locked(self.progress):
             return self._finish(self._load(), force)
@@ -226,9 +262,24 @@ class PortSession:
     def _load(self, recover: bool = True) -> TreeState:
         state = self.seam.load()
         if state is None or state.kind != Kind.PORT or state.port is None:
+            if self.path.is_dir() and not self.path.is_symlink():
+                # a tree is there, but not a port this tool can read: say what it is, never touch it
+                if state is not None:
+                    what = f"a tkv-seam {state.kind} tree of {state.base}, not a port"
+                elif not self.seam.git_dir.is_dir():
+                    what = "no .git: not a git tree (removed by hand?)"
+                elif TreeState.path(self.path).exists():
+                    what = f"its state .git/{STATE} is unreadable (edited by hand?)"
+                else:
+                    what = f"no state .git/{STATE} (deleted by hand?)"
+                raise SeamError(
+                    f"{self.path} is there, but holds no port tkv-seam can go on with: {what}; nothing was changed",
+                    hint=f"keep it aside (`{hints.shell('mv', self.path, f'{self.path}.mine')}`; its commits stay "
+                    f"there to cherry-pick), then `{self._cmd('start')}`",
+                )
             raise SeamError(
                 f"no port to {self.to_base.name} in progress ({self.path})",
-                hint=f"{self._cmd('start')}   (or `make port VERB=start TO={self.to_base.name}`)",
+                hint=self._cmd("start"),
             )
         if state.base != self.to_base.name:
             raise RefusedError(
@@ -239,7 +290,43 @@ class PortSession:
             note = self._recover(state)
             if note:
                 self.progress.step(note)
+            self._check_head(state)
         return state
+
+    def _check_head(self, state: TreeState) -> None:
+        """Go on only from the HEAD the port recorded: a HEAD that carries the ported patches in order
+        (commits amended or rebased by hand) is taken, and said; any other HEAD (a branch switched,
+        commits dropped or added) is refused, since the queue is exported from HEAD."""
+        p = state.port
+        head = self.seam.head()
+        if p.finished or head == state.head:
+            return
+        ported = [d for d in p.done if d.commit]
+        found = list(reversed(git.subjects(self.path, head, f"^{state.base_commit}")))
+        slugs = [subject.split(":", 1)[0] for _, subject in found]
+        if slugs == [d.slug for d in ported]:
+            for d, (commit, _) in zip(ported, found):
+                if d.commit != commit:
+                    d.commit, d.note = commit, "; ".join(x for x in (d.note, "edited in the port tree") if x)
+            self.progress.warn(
+                f"{self.path}: the ported commits were rewritten by hand; taking HEAD {head[:12]}"
+            )
+            self._save(state)
+            return
+        branch = git.branch(self.path)
+        raise RefusedError(
+            f"{self.path}: HEAD is {head[:12]}"
+            + (f" ({branch.removeprefix('refs/heads/')})" if branch else " (detached)")
+            + f", not the port's {state.head[:12]}: it carries {len(found)} commit(s) after the base "
+            f"({', '.join(slugs) or 'none'}), where the port has {len(ported)} "
+            f"({', '.join(d.slug for d in ported) or 'none'}); the queue would be exported without the difference",
+            hint=(
+                f"`{git_c(self.path, 'reset', '--soft', state.head[:12])}` (your commits' changes stay staged), "
+                f"then `{self._cmd('continue')}`"
+                if branch == f"refs/heads/{BRANCH}"
+                else f"`{git_c(self.path, 'checkout', BRANCH)}` (the port's branch), then `{self._cmd('status')}`"
+            ),
+        )
 
     def _save(self, state: TreeState) -> None:
         state.head = self.seam.head()
@@ -247,8 +334,20 @@ class PortSession:
         legacy_port_state(self.path).unlink(missing_ok=True)  # an older tkv-seam's copy, now superseded
 
     def _patch(self, p: PortProgress, k: int) -> Patch:
+        """Patch ``k`` of the old queue as it was when the port started (its copy in the port tree;
+        a port an older tkv-seam started has none: the project's file)."""
         rel = p.series[k]
-        return parse_text((self.root / rel).read_text(), Path(rel).name, self.root / rel)
+        kept = self.seam.git_dir / QUEUE_COPY / rel
+        if kept.is_file():
+            return parse_text(kept.read_text(), Path(rel).name, self.root / rel)
+        try:
+            return parse_text((self.root / rel).read_text(), Path(rel).name, self.root / rel)
+        except FileNotFoundError as e:
+            raise SeamError(
+                f"{rel}, patch {k + 1} of the queue this port started from, is gone from the project "
+                f"(a port an older tkv-seam started reads the queue as it is now)",
+                hint=f"put it back (`{hints.shell('git', 'checkout', '--', rel)}`), then `{self._cmd('continue')}`",
+            ) from e
 
     def _record(
         self,
@@ -356,19 +455,19 @@ class PortSession:
         if unmerged:
             raise RefusedError(
                 f"{current}: still unmerged: {', '.join(unmerged)}",
-                hint=f"resolve them, `git -C {tree} add {' '.join(unmerged)}`, then `{self._cmd('continue')}`",
+                hint=f"resolve them, `{git_c(tree, 'add', *unmerged)}`, then `{self._cmd('continue')}`",
             )
         unstaged = git.unstaged_paths(tree)
         if unstaged:
             raise RefusedError(
                 f"{current}: changes not staged: {', '.join(unstaged)}",
-                hint=f"stage them (git -C {tree} add <files>) or drop them (git -C {tree} checkout -- <files>), "
-                f"then `{self._cmd('continue')}`",
+                hint=f"stage them (`{git_c(tree, 'add', *unstaged)}`) or drop them "
+                f"(`{git_c(tree, 'checkout', '--', *unstaged)}`), then `{self._cmd('continue')}`",
             )
         if not git.staged_paths(tree):
             raise RefusedError(
                 f"{current}: nothing staged to commit",
-                hint=f"stage your resolution (git -C {tree} add <files>), or `{self._cmd('skip')} --reason '<why>'`",
+                hint=f"stage your resolution (`{git_c(tree, 'add', '<files>')}`), or `{self._cmd('skip', REASON=WHY)}`",
             )
         marked = [
             line
@@ -415,6 +514,11 @@ class PortSession:
 
     def _finish(self, state: TreeState, force: bool) -> Finished:
         return finish_queue(self, state, force)
+
+
+def git_c(tree: Path, *args: str) -> str:
+    """``git -C <tree> <args>`` as a hint (the tree quoted)."""
+    return hints.shell("git", "-C", tree, *args)
 
 
 def set_trailer(message: str, key: str, value: str) -> str:

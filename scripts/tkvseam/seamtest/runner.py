@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .. import git
+from .. import git, hints
 from ..bases import Base
 from ..errors import SeamError
 from ..overlay import install_into_venv, overlay_paths, stage
@@ -125,15 +125,29 @@ class Runner:
         self.patches: list[Patch] = read_series(self.root, self.base.queue, self.base.name).load()
         self.paths = overlay_paths(self.patches)
         state = SeamTree(self.tree).state()
-        if state.pending or state.port_in_progress:
-            what = "is half-switched by an interrupted apply" if state.pending else "is a port in progress"
-            raise SeamError(f"{self.tree} {what}: its commits are not a queue's", hint="make apply")
+        again = hints.rerun("apply", self.root, self.base.name, self.tree)
+        if state.port_in_progress:
+            raise SeamError(
+                f"{self.tree} is a port in progress: its commits are not a queue's",
+                hint=hints.port("status", state.base, self.tree),
+            )
+        if state.pending:
+            raise SeamError(f"{self.tree} is half-switched by an interrupted apply", hint=again)
+        if state.base != self.base.name:
+            raise SeamError(
+                f"{self.tree} is a tree of {state.base}, not {self.base.name}: {self.base.name}'s tests and venv "
+                "would run on another base's files",
+                hint=hints.rerun(
+                    "apply", self.root, self.base.name, self.root / "build" / f"vllm-{self.base.name}"
+                )
+                + f"  (then --tree build/vllm-{self.base.name}, or --base {state.base})",
+            )
         self.commits = git.commits_after(self.tree, state.base_commit)
         self.base_commit = state.base_commit
         if len(self.commits) != len(self.patches):
             raise SeamError(
                 f"{self.tree} has {len(self.commits)} commits for {len(self.patches)} patches",
-                hint="make apply",
+                hint=again,
             )
 
     @property

@@ -32,9 +32,11 @@ from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
 #: Bump when the way stock outcomes are produced changes (runner options, outcome format).
 #: 2: the ``module_cleanup`` plugin (the baseline key also holds every plugin's source digest).
-BASELINE_FORMAT = 2
+#: 3: the ``optimized_bytecode`` plugin.
+BASELINE_FORMAT = 3
 #: pytest plugins both sides load (``-p``): whatever they do, stock and patched alike.
-PLUGINS = VLLM_TESTS_PLUGINS
+#: ``optimized_bytecode``: upstream's ``python -O`` subprocesses find their bytecode compiled.
+PLUGINS = (*VLLM_TESTS_PLUGINS, "tkvseam.seamtest.optimized_bytecode")
 HF_CONFIGS = "tests/data/hf-configs"
 
 

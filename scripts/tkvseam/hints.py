@@ -1,0 +1,71 @@
+"""The next step an answer names, spelled as it runs from the project root.
+
+Every ``next:`` hint that names a command builds it here: ``make(target, VAR=value)`` for
+a Makefile target (the form the README uses), ``tool(...)`` for a ``tkv-seam`` command
+make has no target or variable for (``.venv/bin/tkv-seam``: not on PATH), ``shell(...)``
+for any other command (``git -C <tree> ...``, ``ls -ld <path>``). Values are shell-quoted,
+so a path with a space or a quote stays one word; a placeholder the user fills in
+(``<slug>``, ``'<why>'``) is left as written.
+
+``record`` appends every hint the CLI prints to the file ``$TKV_SEAM_HINT_LOG`` names (one
+JSON line each), so a test run can check that each hint printed is a command that runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+TOOL = ".venv/bin/tkv-seam"  # the tool as the Makefile runs it
+LOG_ENV = "TKV_SEAM_HINT_LOG"
+_PLACEHOLDER = re.compile(r"'?<[^<>']*>'?")
+
+
+def quote(value: object) -> str:
+    """``value`` as one shell word (a placeholder such as ``<slug>`` stays as written)."""
+    text = str(value)
+    return text if _PLACEHOLDER.fullmatch(text) else shlex.quote(text)
+
+
+def make(target: str, **variables: object) -> str:
+    """``make <target> VAR=value ...``; a variable given None or "" is left out."""
+    words = ["make", target] + [f"{k}={quote(v)}" for k, v in variables.items() if v not in (None, "")]
+    return " ".join(words)
+
+
+def tool(*args: object) -> str:
+    """``.venv/bin/tkv-seam <args>`` (for what no make target or variable takes, e.g. ``--tree``)."""
+    return shell(TOOL, *args)
+
+
+def shell(*words: object) -> str:
+    """Any other command, each word quoted."""
+    return " ".join(quote(w) for w in words)
+
+
+def port(verb: str, to_name: str, tree: object = None, **variables: object) -> str:
+    """``make port VERB=<verb> TO=<base>`` (``PORT_TREE=`` when the port tree is not the default)."""
+    return make("port", VERB=verb, TO=to_name, **variables, PORT_TREE=tree)
+
+
+def record(hint: str | None) -> None:
+    """Append ``hint`` to ``$TKV_SEAM_HINT_LOG`` when it is set (never fails the run)."""
+    path = os.environ.get(LOG_ENV)
+    if not hint or not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"hint": hint, "pid": os.getpid()}) + "\n")
+    except OSError:
+        pass
+
+
+def rerun(verb: str, root: object, base: str, tree: object, force: bool = False) -> str:
+    """The command repeating ``apply``/``refresh`` on ``tree``: ``make <verb> BASE=<base>`` for the
+    base's own build tree (``build/vllm-<base>`` of ``root``), the tool with ``--tree`` for any other."""
+    if Path(str(tree)) == Path(str(root)) / "build" / f"vllm-{base}":
+        return make(verb, BASE=base, FORCE="1" if force else None)
+    return tool(verb, "--base", base, "--tree", tree, *(["--force"] if force else []))

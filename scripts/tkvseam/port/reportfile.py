@@ -1,0 +1,75 @@
+"""``port report``'s files: the report kept beside the port tree, as Markdown and as JSON.
+
+``build/port-report-<to>/report.md`` (the summary, the per-patch table and the draft verdict
+table, as ``watch --report`` writes them, then every patch's hunks as the text report shows
+them) and ``report.json`` (what ``port report --json`` prints). The directory is an output
+directory (``outputs``): a previous report is replaced, anything else is refused and kept.
+Written under the report's lock (``build/.port-report-<to>.lock``), so two reports onto
+one base never mix their files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import hints
+from ..bases import Base
+from ..fsutil import atomic_write
+from ..lock import locked, tree_lock_path
+from ..outputs import replace_output_dir, seal_output_dir
+from ..progress import QUIET, Progress
+from . import render
+from .model import PatchReport
+
+KIND = "a port report"
+NAMES = ("report.md", "report.json")
+
+
+@dataclass
+class ReportFiles:
+    markdown: Path
+    json: Path
+
+
+def report_dir(root: Path, to_name: str) -> Path:
+    """Where ``port report --to <to>`` keeps its files (beside ``build/port-<to>``)."""
+    return root / "build" / f"port-report-{to_name}"
+
+
+def report_json(reports: list[PatchReport], from_name: str, to_name: str) -> dict:
+    """The report as ``port report --json`` prints it."""
+    return {
+        "from": from_name,
+        "to": to_name,
+        "summary": render.summary(reports),
+        "patches": [r.to_json() for r in reports],
+        "verdict_table": render.verdict_table(reports, from_name, to_name),
+    }
+
+
+def write_report(
+    root: Path, from_base: Base, to_base: Base, reports: list[PatchReport], progress: Progress = QUIET
+) -> ReportFiles:
+    """Write the report's two files into ``report_dir`` (replacing a previous report only)."""
+    from ..watch import drift_markdown  # watch builds on the port package, not the other way round
+
+    out = report_dir(root, to_base.name)
+    with locked(tree_lock_path(out), str(out), progress):
+        replace_output_dir(out, KIND, NAMES, rerun=hints.port("report", to_base.name, BASE=from_base.name))
+        details = "\n".join(render.report_lines(reports))
+        markdown = (
+            drift_markdown(from_base, to_base, reports)
+            + "\n### Per patch and hunk\n\n```\n"
+            + details
+            + "\n```\n\n"
+            + render.summary_line(reports, from_base.name, to_base.name)
+            + "\n"
+        )
+        files = ReportFiles(out / NAMES[0], out / NAMES[1])
+        atomic_write(files.markdown, markdown)
+        data = report_json(reports, from_base.name, to_base.name)
+        atomic_write(files.json, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        seal_output_dir(out)
+    return files
