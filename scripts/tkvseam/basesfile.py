@@ -76,7 +76,8 @@ def set_seam(path: Path, name: str, seam: Table) -> None:
         doc = read(path)
         if name not in doc:
             raise SeamError(
-                f"{path}: no [{name!r}] table to add a seam table to", hint=f"tkv-seam pin {name}"
+                f"{path}: no [{name!r}] table to add a seam table to",
+                hint=f"make pin VERSION={name.removeprefix('v')}",
             )
         base = doc[name]
         if "seam" in base:

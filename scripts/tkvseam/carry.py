@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from . import seamtable
+from . import hints, seamtable
 from .bases import Base, load_bases
 from .carried import carried_before
 from .cpulock import lock_cpu
@@ -98,7 +98,7 @@ def carry(
         if carried_before(bases, root, wanted) is None:  # refused before anything is written
             raise SeamError(
                 f"no carried base is older than {wanted}: nothing to carry it from (a port goes forward only)",
-                hint="tkv-seam carried   (the bases with a queue)",
+                hint=".venv/bin/tkv-seam carried   (the bases with a queue)",
             )
         pinned = pin(bases_file, str(wanted), cache, opts.index_url, progress=progress, root=root)
         bases = load_bases(bases_file, root)
@@ -120,7 +120,7 @@ def carry(
     if source is None:
         raise SeamError(
             f"no carried base is older than {base.name}: nothing to carry it from (a port goes forward only)",
-            hint="tkv-seam carried   (the bases with a queue)",
+            hint=".venv/bin/tkv-seam carried   (the bases with a queue)",
         )
     result = CarryResult(base.name, source.name, steps=steps)
     for step in (_seam_table, _lock):
@@ -147,12 +147,12 @@ def carry(
 
 
 def _stop_hint(tree: Path, base: Base) -> str:
-    again = f"make carry VERSION={base.version}"
+    again = hints.make("carry", VERSION=base.version)
     return (
-        f"resolve in {tree}, `git -C {tree} add <files>`, edit Verdict/Reason in "
-        f"{tree}/.git/tkv-seam-port-msg (or give VERDICT=/REASON=), then `{again}` again (it continues "
-        f"the port); to leave the patch out: `tkv-seam port --to {base.name} --skip --reason '<why>'`, "
-        f"then `{again}`"
+        f"resolve in {hints.quote(tree)}, `{hints.shell('git', '-C', tree, 'add', '<files>')}`, edit "
+        f"Verdict/Reason in {hints.quote(tree / '.git' / 'tkv-seam-port-msg')} (or pass VERDICT= and REASON= "
+        f"to make carry), then `{again}` again (it continues the port); to leave the patch out: "
+        f"`{hints.port('skip', base.name, REASON='<why>')}`, then `{again}`"
     )
 
 

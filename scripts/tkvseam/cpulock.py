@@ -142,7 +142,7 @@ def cpu_torch(find_links: list[str], asked: str = "", python_tag: str = "cp311")
         where = " ".join(find_links) or "(PIP_FIND_LINKS is unset)"
         raise SeamError(
             f"no CPU torch wheel (torch-<version>+cpu-{python_tag}-….whl) in the find-links directories: {where}",
-            hint="tkv-seam lock-cpu <base> --find-links <dir with the wheel>   (or --torch <version> for "
+            hint=".venv/bin/tkv-seam lock-cpu <base> --find-links <dir>   (a directory with the wheel; or --torch <version> for "
             "PyPI's CUDA build, which also runs on CPU)",
         )
     try:

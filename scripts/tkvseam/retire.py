@@ -67,7 +67,7 @@ def _refuse_top_level(name: str, queue: Queue) -> None:
             f"{name}'s queue is the top-level one (`{queue.series}` + `{queue.patches}/`): it is what "
             f"`make apply BASE={name}`, `quilt push -a` and `git am patches/*.patch` use with no variables, "
             "and every other base's queue lives under patches/; it cannot be retired",
-            hint="tkv-seam carried   (retire one of the other carried bases instead)",
+            hint=".venv/bin/tkv-seam carried   (retire one of the other carried bases instead)",
         )
 
 
@@ -116,7 +116,7 @@ def retire(
     bases = load_bases(bases_file, root)
     base: Base | None = bases.get(name)
     if base is None and not _NAME.fullmatch(name):
-        raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint="tkv-seam carried")
+        raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint=".venv/bin/tkv-seam carried")
     queue = base.queue if base else Queue.for_base(name)
     _refuse_top_level(name, queue)
     lock = root / f"ci/lock-cpu-{name}.txt"
@@ -126,7 +126,7 @@ def retire(
         close = f"v{name}" if f"v{name}" in bases else None
         raise UsageError(
             f"unknown base {name!r}: no pin, queue or lock; known bases: {known}",
-            hint=f"tkv-seam retire {close}" if close else "tkv-seam carried",
+            hint=f"make retire BASE={close}" if close else ".venv/bin/tkv-seam carried",
         )
     if queue_dir.is_symlink() or (root / queue.series).is_symlink():
         raise RefusedError(
@@ -140,7 +140,7 @@ def retire(
     if ports:
         raise RefusedError(
             f"{', '.join(ports)}: a port from {name}'s queue is in progress; it reads that queue's patches",
-            hint=f"finish or abort it first: tkv-seam port --to {Path(ports[0]).name.removeprefix('port-')} --abort",
+            hint=f"finish or abort it first: make port VERB=abort TO={Path(ports[0]).name.removeprefix('port-')}",
         )
     trees = [SeamTree(root / "build" / f"vllm-{name}"), SeamTree(root / "build" / f"port-{name}")]
     with contextlib.ExitStack() as held:  # no apply or port runs on the trees meanwhile
@@ -152,13 +152,13 @@ def retire(
 
 def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress) -> RetireResult:
     queue_dir = root / queue.patches
-    rerun = f"tkv-seam retire {name}"
+    rerun = f"make retire BASE={name}"
     problems = {t.path: p for t in trees if (p := _tree_problem(t, rerun))}
     if problems and not force:
         lines = "\n".join(f"  {t.relative_to(root)}: {p}" for t, p in problems.items())
         raise RefusedError(
             f"retiring {name} would delete trees holding work the tool did not record:\n{lines}",
-            hint=f"keep it first (e.g. `tkv-seam refresh --base {name}`), or `{rerun} --force` "
+            hint=f"keep it first (e.g. `make refresh BASE={name}`), or `make retire BASE={name} FORCE=1` "
             "(each such tree is then kept in build/dropped/: a bundle of a git tree, else moved there)",
         )
     own, others = _queue_files(root, queue)

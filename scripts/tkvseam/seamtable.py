@@ -114,11 +114,12 @@ def ruff_from_pre_commit(text: str, where: str) -> str:
             if r:
                 return _ruff_version(r.group(1), r.group(2), where)
         raise SeamError(
-            f"{where}: the {RUFF_HOOKS} entry has no rev", hint="tkv-seam seam-table <base> --ruff X.Y.Z"
+            f"{where}: the {RUFF_HOOKS} entry has no rev",
+            hint=".venv/bin/tkv-seam seam-table <base> --ruff <version>",
         )
     raise SeamError(
         f"{where}: no {RUFF_HOOKS} repo: upstream's style gate is not ruff-pre-commit any more",
-        hint="read the file, then give the version: tkv-seam seam-table <base> --ruff X.Y.Z",
+        hint="read the file, then give the version: .venv/bin/tkv-seam seam-table <base> --ruff <version>",
     )
 
 
@@ -134,7 +135,7 @@ def _ruff_version(rev: str, comment: str | None, where: str) -> str:
             continue
     raise SeamError(
         f"{where}: ruff-pre-commit rev {rev!r} is not a version (and no '# vX.Y.Z' comment names one)",
-        hint="tkv-seam seam-table <base> --ruff X.Y.Z",
+        hint=".venv/bin/tkv-seam seam-table <base> --ruff <version>",
     )
 
 
@@ -232,20 +233,20 @@ def source_base(root: Path, bases: dict[str, Base], new: Base, given: str | None
     if given:
         if given not in bases:
             raise UsageError(
-                f"unknown base {given!r}; known bases: {', '.join(bases)}", hint="tkv-seam bases"
+                f"unknown base {given!r}; known bases: {', '.join(bases)}", hint=".venv/bin/tkv-seam carried"
             )
         src = bases[given]
         if Version(src.version) >= Version(new.version):
             raise UsageError(
                 f"{given} is not older than {new.name}: a base is carried forward, from an older release",
-                hint=f"tkv-seam seam-table {new.name}   (from the newest carried base older than it)",
+                hint=f"make seam-table BASE={new.name}   (from the newest carried base older than it)",
             )
         return src
     src = carried_before(bases, root, new.version)
     if src is None:
         raise SeamError(
             f"no carried base older than {new.name}: nothing to carry it from",
-            hint="tkv-seam carried   (lists the bases with a queue)",
+            hint=".venv/bin/tkv-seam carried   (lists the bases with a queue)",
         )
     return src
 
@@ -272,7 +273,7 @@ def derive(
         if config is None:
             raise SeamError(
                 f"{new.sdist.filename} has no {PRE_COMMIT}",
-                hint=f"tkv-seam seam-table {new.name} --ruff X.Y.Z",
+                hint=f".venv/bin/tkv-seam seam-table {new.name} --ruff <version>",
             )
         ruff_version, ruff_from = ruff_from_pre_commit(config.decode(), where), where
     if plugin:
@@ -282,7 +283,7 @@ def derive(
     else:
         raise SeamError(
             f"{src.name} pins no plugin release to carry over to {new.name}",
-            hint=f"tkv-seam seam-table {new.name} --plugin turbo-attn==<version>",
+            hint=f"make seam-table BASE={new.name} PLUGIN=turbo-attn==<version>",
         )
     old_repo, _ = base_repo(src, cache, index_url=index_url, progress=progress)
     progress.step(f"upstream test files of {src.name} on {new.name}")
@@ -333,7 +334,7 @@ def write(bases_file: Path, table: SeamTable, existing: SeamPins | None, force: 
             raise RefusedError(
                 f"{bases_file.name}: {table.base} already has a .seam table with other values:\n"
                 + "\n".join(f"  {d}" for d in _differences(existing, table.pins())),
-                hint=f"keep it, or replace it: tkv-seam seam-table {table.base} --force "
+                hint=f"keep it, or replace it: make seam-table BASE={table.base} FORCE=1 "
                 "(the old bases file is kept under build/dropped/)",
             )
     basesfile.set_seam(bases_file, table.base, toml_table(table))

@@ -234,7 +234,7 @@ def _source(bases: dict[str, Base], root: Path, to_base: Base) -> Base:
     if source is None:
         raise SeamError(
             f"no carried base is older than {to_base.name}: a port goes forward only",
-            hint=f"tkv-seam watch --report --since {carried_bases(bases, root)[0]}",
+            hint=f"make watch REPORT=1 SINCE={carried_bases(bases, root)[0]}",
             exit_code=EXIT_USAGE,
         )
     return source

@@ -104,7 +104,18 @@ def test_make_help_lists_the_variables_each_target_takes():
     # every variable a recipe reads with $(VAR) / $(value VAR) is listed under some target
     text = (ROOT / "Makefile").read_text()
     read = set(re.findall(r"\$\((?:value |if \$\()?([A-Z][A-Z_]+)\)", text))
-    internal = {"VENV", "TOOL", "UV", "TREE", "VLLM_VENV", "LOCK", "FORCE_FLAG", "FIND_LINKS", "TEST_BASES"}
+    internal = {
+        "VENV",
+        "TOOL",
+        "UV",
+        "TREE",
+        "VLLM_VENV",
+        "LOCK",
+        "FORCE_FLAG",
+        "FIND_LINKS",
+        "TEST_BASES",
+        "ONE_BASE",
+    }
     internal |= {
         "MAKEFILE_LIST",
         "MAKE",

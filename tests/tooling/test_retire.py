@@ -87,7 +87,11 @@ def test_retire_refuses_the_top_level_queue_saying_why(cproject):
     before = (cproject.root / "bases.toml").read_bytes()
     err = cproject.cli("retire", OLD_NAME, expect=5).stderr
     assert f"{OLD_NAME}'s queue is the top-level one (`series` + `patches/`)" in err
-    assert f"make apply BASE={OLD_NAME}" in err and "quilt push -a" in err and "next: tkv-seam carried" in err
+    assert (
+        f"make apply BASE={OLD_NAME}" in err
+        and "quilt push -a" in err
+        and "next: .venv/bin/tkv-seam carried" in err
+    )
     assert (cproject.root / "bases.toml").read_bytes() == before and status(cproject.root) == []
     assert not (cproject.root / "build" / "kept").exists()
 
@@ -108,7 +112,7 @@ def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(
     tree = cproject.root / "build" / f"vllm-{NEW_NAME}"
     (tree / "mine.txt").write_text("work in progress\n")
     err = cproject.cli("retire", NEW_NAME, expect=5).stderr
-    assert f"build/vllm-{NEW_NAME}: " in err and "mine.txt" in err and "--force" in err
+    assert f"build/vllm-{NEW_NAME}: " in err and "mine.txt" in err and "FORCE=1" in err
     assert (cproject.root / "patches" / NEW_NAME / "series").exists() and status(cproject.root) == []
     out = json.loads(cproject.cli("retire", NEW_NAME, "--force", "--json").output)
     (moved,) = out["moved"]
@@ -128,7 +132,7 @@ def test_retire_refuses_a_base_a_port_is_carried_from(cproject):
     TreeState(Kind.PORT, "v9.11.0", "sdist", "1" * 40, "2" * 9, "1" * 40, port=progress).save(port)
     err = cproject.cli("retire", NEW_NAME, expect=5).stderr
     assert "build/port-v9.11.0: a port from v9.10.0's queue is in progress" in err
-    assert "tkv-seam port --to v9.11.0 --abort" in err
+    assert "make port VERB=abort TO=v9.11.0" in err
     assert status(cproject.root) == []
 
 
@@ -168,4 +172,4 @@ def test_retire_takes_no_path_for_a_name(cproject, tmp_path):
     assert f"{rel!r} is not a base name" in err
     assert (victim / "x.patch").read_text() == "mine\n"
     err = cproject.cli("retire", NEW, expect=2).stderr  # 9.10.0 for v9.10.0
-    assert f"next: tkv-seam retire {NEW_NAME}" in err
+    assert f"next: make retire BASE={NEW_NAME}" in err

@@ -61,7 +61,7 @@ def seam_table(ctx: Context, base_name, source, plugin, ruff, force, as_json):
     from ..kept import keep
 
     bases = load_bases(ctx.bases_file, ctx.root)
-    base = ctx.base(base_name, hint="tkv-seam pin <version>   (then seam-table v<version>)")
+    base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make seam-table BASE=v<version>)")
     table = seamtable.derive(ctx.root, bases, base, ctx.cache, source, plugin, ruff, progress=ctx.progress)
     kept = None
     if force and seamtable.differs(base.seam, table):
@@ -105,7 +105,7 @@ def lock_cpu(ctx: Context, base_name, find_links, torch_version, exclude_newer, 
     """
     from ..cpulock import lock_cpu as do_lock
 
-    base = ctx.base(base_name, hint="tkv-seam pin <version>   (then lock-cpu v<version>)")
+    base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make lock-cpu BASE=v<version>)")
     result = do_lock(
         ctx.root,
         base,

@@ -74,12 +74,14 @@ def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
     from ..errors import UsageError
 
     if base_name:
-        return ctx.base(base_name, hint=f"make port VERB={verb} BASE={{}} TO={to_base.name}")
+        return ctx.base(
+            base_name, hint=f"make port VERB={verb} BASE={{}} TO={to_base.name}", avoid=to_base.name
+        )
     source = carried_before(load_bases(ctx.bases_file, ctx.root), ctx.root, to_base.version)
     if source is None:
         raise UsageError(
             f"no carried base is older than {to_base.name}: nothing to port onto it (a port goes forward only)",
-            hint="tkv-seam carried   (the bases with a queue; name one with --base)",
+            hint=".venv/bin/tkv-seam carried   (the bases with a queue; name one with BASE=)",
         )
     return source
 
