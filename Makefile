@@ -51,11 +51,22 @@ $(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
 ci/lock-cpu-%.txt:
 	@echo "make: no $@: make lock-cpu BASE=$*   (resolves vLLM $* with this machine's CPU torch)" >&2; exit 2
 
+# The values a user gives (EXCLUDE_NEWER, PLUGIN; VERSION of pin, SINCE of watch, PATCH of bisect)
+# reach the tool through the environment, taken with $(value), as for carry and port: make expands
+# nothing in them and the shell runs nothing in them (a marker's quotes, a space, backticks stay as written).
+lock-cpu: export TKV_LOCK_EXCLUDE_NEWER := $(value EXCLUDE_NEWER)
 lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt with uv and this machine's CPU torch | BASE=<base> EXCLUDE_NEWER=<time> (the same pins again)
-	$(TOOL) lock-cpu $(BASE) $(if $(EXCLUDE_NEWER),--exclude-newer $(EXCLUDE_NEWER),)
+	@set -- lock-cpu $(BASE); \
+	if [ -n "$$TKV_LOCK_EXCLUDE_NEWER" ]; then set -- "$$@" --exclude-newer "$$TKV_LOCK_EXCLUDE_NEWER"; fi; \
+	echo "$(TOOL) $$*" >&2; \
+	exec $(TOOL) "$$@"
 
+seam-table: export TKV_SEAMTABLE_PLUGIN := $(value PLUGIN)
 seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from | BASE=<base> PLUGIN='turbo-attn==<v>' FORCE=1
-	$(TOOL) seam-table $(BASE) $(if $(PLUGIN),--plugin '$(PLUGIN)',) $(FORCE_FLAG)
+	@set -- seam-table $(BASE); \
+	if [ -n "$$TKV_SEAMTABLE_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_SEAMTABLE_PLUGIN"; fi; \
+	echo "$(TOOL) $$* $(FORCE_FLAG)" >&2; \
+	exec $(TOOL) "$$@" $(FORCE_FLAG)
 
 # make carry VERSION=0.34.0 [PLUGIN='turbo-attn==X'] [VERDICT=...] [REASON='...']: what a user gives reaches
 # the tool through the environment, taken with $(value), as for make port (nothing in it is re-read as shell).
@@ -125,8 +136,12 @@ test-image: apply ## The overlay image on stand-in bases, a push to a local regi
 test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores) | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest all --base $(BASE)
 
+bisect: export TKV_BISECT_PATCH := $(value PATCH)
 bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
-	$(TOOL) seamtest bisect --base $(BASE) $(if $(PATCH),--patch $(PATCH),)
+	@set -- seamtest bisect --base $(BASE); \
+	if [ -n "$$TKV_BISECT_PATCH" ]; then set -- "$$@" --patch "$$TKV_BISECT_PATCH"; fi; \
+	echo "$(TOOL) $$*" >&2; \
+	exec $(TOOL) "$$@"
 
 seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(TOOL) seamtest full --base $(BASE)
@@ -192,17 +207,23 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff | DIFF=<slug> BASE=<base> JSON=1
 	$(TOOL) drift $(if $(JSON),--json,)
 
+pin: export TKV_PIN_VERSION := $(value VERSION)
 pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0) | VERSION=<version>
-	@test -n "$(VERSION)" || { echo "usage: make pin VERSION=0.34.0" >&2; exit 2; }
-	$(TOOL) pin $(VERSION)
+	@if [ -z "$$TKV_PIN_VERSION" ]; then echo "usage: make pin VERSION=0.34.0" >&2; exit 2; fi; \
+	echo "$(TOOL) pin $$TKV_PIN_VERSION" >&2; \
+	exec $(TOOL) pin "$$TKV_PIN_VERSION"
 
 # make can only exit 2 on a failed recipe: the tool's exit 11 (a newer release exists, not a
 # failure) becomes 0 here; call `tkv-seam watch` directly to branch on it.
-WATCH_ARGS = $(if $(SINCE),--since $(SINCE),) $(if $(PRE),--pre,) \
-             $(if $(YANKED),--yanked,) $(if $(REPORT),--report,) $(if $(WRITE),--write,)
+WATCH_FLAGS = $(if $(value PRE),--pre,) $(if $(value YANKED),--yanked,) $(if $(value REPORT),--report,) \
+              $(if $(value WRITE),--write,)
+watch: export TKV_WATCH_SINCE := $(value SINCE)
 watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/drift/ | SINCE=<base-or-version> PRE=1 YANKED=1 REPORT=1 WRITE=1
-	@echo "$(TOOL) watch $(strip $(WATCH_ARGS))"
-	@rc=0; $(TOOL) watch $(WATCH_ARGS) || rc=$$?; \
+	@set -- watch; \
+	if [ -n "$$TKV_WATCH_SINCE" ]; then set -- "$$@" --since "$$TKV_WATCH_SINCE"; fi; \
+	set -- "$$@" $(strip $(WATCH_FLAGS)); \
+	echo "$(TOOL) $$*"; \
+	rc=0; $(TOOL) "$$@" || rc=$$?; \
 	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
 
 clean: ## Remove build/ but build/dropped/ (what the tool kept of trees it removed); keeps the venvs and the cache
