@@ -32,6 +32,7 @@ from .errors import RefusedError, SeamError, UsageError
 from .fsutil import lexists
 from .kept import keep
 from .lock import locked
+from .outputs import symlink_on_the_way
 from .progress import QUIET, Progress
 from .series import DEFAULT_QUEUE, Queue, parse_series_text
 from .seamtree import SeamTree
@@ -85,14 +86,19 @@ def _ports_from(root: Path, name: str) -> list[str]:
 
 
 def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
-    """(the queue's own files, the other entries of its directory)."""
+    """(the queue's own files, the other entries of its directory).
+
+    The series comes last: it names the patches, so a run killed before it went finds them again.
+    """
     directory = root / queue.patches
     series = root / queue.series
-    own = [series] if series.is_file() else []
+    own = []
     if series.is_file():
         own += [directory / n for n in parse_series_text(series.read_text()) if (directory / n).is_file()]
     if (directory / PORT_VERDICTS).is_file():
         own.append(directory / PORT_VERDICTS)
+    if series.is_file():
+        own.append(series)
     others = []
     if directory.is_dir():
         others = [p for p in sorted(directory.iterdir()) if p not in own]
@@ -175,6 +181,11 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
             tree.remove()
             result.removed.append(str(rel))
     for work in (root / "build" / "seamtest" / name, root / "build" / "bench" / name):
+        link = symlink_on_the_way(root / "build", work)
+        if link is not None:  # a directory elsewhere: what is there may not be the tool's
+            rel = work.relative_to(root)
+            result.left.append(f"{rel}: reached through the symlink {link.relative_to(root)}, not removed")
+            continue
         _remove_dir(work, root, result)
     venv = root / f".venv-vllm-{name}"
     if venv.is_dir() and not venv.is_symlink() and (venv / "pyvenv.cfg").is_file():
