@@ -50,7 +50,9 @@ def test_work_directories_reached_through_a_symlink_are_left_and_named(cproject,
     out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
     for name in ("seamtest", "bench"):
         assert (outside / name / NEW_NAME / "precious.txt").read_text() == "not the tool's\n"
-        assert f"build/{name}/{NEW_NAME}: reached through the symlink build/{name}, not removed" in out["left"]
+        assert (
+            f"build/{name}/{NEW_NAME}: reached through the symlink build/{name}, not removed" in out["left"]
+        )
     assert NEW_NAME not in load_bases(cproject.root / "bases.toml")  # the rest is retired
     assert not (cproject.root / "patches" / NEW_NAME).exists()
     assert " M bases.toml" in status(cproject.root)
