@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import shlex
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -170,6 +171,12 @@ def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
         data = json.loads(body)
     except ValueError as e:
         raise NetworkError(f"{url} did not answer PEP 691 JSON: {e}", hint=hint) from e
+    except RecursionError as e:  # "[[[[…" past the parser's depth: no project page is shaped so
+        raise NetworkError(
+            f"{url} did not answer PEP 691 JSON: nested deeper than the parser goes "
+            f"({sys.getrecursionlimit()} levels)",
+            hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
+        ) from e
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list):
         what = (

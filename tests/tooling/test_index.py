@@ -211,3 +211,30 @@ def test_an_index_url_with_credentials_is_refused_and_never_printed(project, mon
         res = project.cli(*command, "--json", expect=2)
         assert "s3cret" not in res.stderr + res.stdout, command
         assert "https://***@pypi.example.invalid/simple carries credentials" in res.stderr
+
+
+def test_a_listing_nested_too_deep_for_the_parser_is_not_pep_691(project, monkeypatch):
+    """100 000 nested arrays (600 KB, far under the cap): json raised RecursionError, a traceback."""
+    body = b"[" * 100_000 + b"]" * 100_000
+
+    class Deep(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Deep)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("TKV_SEAM_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
+    try:
+        for args in (["watch"], ["pin", NEXT_VERSION]):
+            err, out = fails(project, *args, code=8)
+            assert "did not answer PEP 691 JSON: nested deeper than" in err and out["exit_code"] == 8
+    finally:
+        server.shutdown()
+        server.server_close()
