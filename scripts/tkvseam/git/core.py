@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -125,12 +127,35 @@ def run(
         cmd += ["-C", str(repo)]
     cmd += list(args)
     proc = subprocess.run(cmd, input=input, capture_output=True, env=_env(env))
+    if check and proc.returncode < 0:
+        raise _killed(args, repo, -proc.returncode)
     if check and proc.returncode != 0:
+        where = f" in {repo}" if repo is not None else ""
         raise SeamError(
-            f"git {' '.join(args[:3])} failed in {repo}: {proc.stderr.decode(errors='replace').strip()}",
-            hint=f"git -C {repo or '.'} status  (see what state the repository is in)",
+            f"git {' '.join(args[:3])} failed{where}: {proc.stderr.decode(errors='replace').strip()}",
+            hint=f"{shlex.join(['git', '-C', str(repo or '.'), 'status'])}  (see what state the repository is in)",
         )
     return proc
+
+
+def _killed(args: tuple[str, ...], repo: Path | str | None, number: int) -> SeamError:
+    """git ended by a signal: it said nothing, so the signal is the message."""
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    where = f" in {repo}" if repo is not None else ""
+    look = shlex.quote(str(repo or "."))
+    if number == signal.SIGXFSZ:
+        return SeamError(
+            f"git {' '.join(args[:3])}{where} was killed by SIGXFSZ: a file it wrote grew past this "
+            "process's file size limit (ulimit -f)",
+            hint=f"df -h {look}  (free space there, or lift the limit: ulimit -f unlimited), then run the command again",
+        )
+    return SeamError(
+        f"git {' '.join(args[:3])}{where} was killed by {name}",
+        hint="run the command again",
+    )
 
 
 def out(repo: Path | str | None, *args: str, **kw) -> str:
