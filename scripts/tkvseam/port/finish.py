@@ -104,9 +104,11 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
 
 def check_queue(session: PortSession, p: PortProgress, force: bool) -> None:
     queue = session.to_base.queue
-    edits = queue_edits(session.root, queue)
     # "": a port an older tkv-seam started recorded no digest; only the edits can be checked
     changed = bool(p.queue_digest) and queue_digest(session.root, queue) != p.queue_digest
+    if p.finished and p.queue_digest and not changed:
+        return  # the queue as this port's finish wrote it (not committed yet): its own, not an edit
+    edits = queue_edits(session.root, queue)
     if not (edits or changed) or force:
         return
     why = []
