@@ -9,10 +9,11 @@ check that every directory it writes is writable; only then replace the files,
 drop their stale bytecode and byte-compile them.
 
 On a venv (``--keep-state``) the record is written *before* the first file is
-replaced: it names, per file, the overlay installed and the one being installed
-(``pending``). A run killed half-way, or stopped by a file it cannot write, leaves
-every target either as it was or the new overlay's file, both of which the record
-accepts: a later install or restore always goes through.
+replaced: it names, per file, what the file is now (the overlay installed, or what an
+earlier killed run left) and the one being installed (``pending``). A run killed
+half-way, or stopped by a file it cannot write, leaves every target either as it was
+or the new overlay's file, both of which the record accepts: a later install or
+restore always goes through, however many runs were killed before it.
 
 Exit status: 0 installed (or already installed), 1 a target file is not the
 expected base file, 2 no or several vllm packages found, 3 a file or directory
@@ -199,12 +200,17 @@ def install(stage: Path, vllm_dir: Path, base_label: str, keep_state: bool, log=
         log(f"tkv-seam overlay: {what} installed in {vllm_dir} ({describe_installed(state)})")
     _check_writable(site, [site / e["path"] for e in todo], state_path if keep_state else None)
     if keep_state and todo:  # the intent, before the first replace: restore always goes through
+        # every target as it is now (each one verified above) stays accepted: a file an earlier
+        # killed run left as its own pending overlay is not lost from the record by this one
+        now = {
+            e["path"]: have[e["path"]] for e in manifest["files"] if have[e["path"]] != e["pristine_sha256"]
+        }
         _save_state(
             state_path,
             {
                 "series_digest": state.get("series_digest"),
                 "commit": state.get("commit"),
-                "files": installed,
+                "files": {**installed, **now},
                 "pending": {e["path"]: e["patched_sha256"] for e in todo},
                 "installing": {
                     "series_digest": manifest.get("series_digest"),
