@@ -264,9 +264,14 @@ class PortSession:
         if state is None or state.kind != Kind.PORT or state.port is None:
             if self.path.is_dir() and not self.path.is_symlink():
                 # a tree is there, but not a port this tool can read: say what it is, never touch it
-                if state is not None:
-                    what = f"a tkv-seam {state.kind} tree of {state.base}, not a port"
-                elif not self.seam.git_dir.is_dir():
+                if state is not None:  # the user's tree of another kind: nothing to move aside
+                    raise SeamError(
+                        f"{self.path} is a tkv-seam {state.kind} tree of {state.base}, not a port; "
+                        "nothing was changed",
+                        hint=f"{port_command('status', self.to_base.name)}   (the port's own tree, "
+                        f"build/port-{self.to_base.name}; PORT_TREE= names another port tree)",
+                    )
+                if not self.seam.git_dir.is_dir():
                     what = "no .git: not a git tree (removed by hand?)"
                 elif TreeState.path(self.path).exists():
                     what = f"its state .git/{STATE} is unreadable (edited by hand?)"
