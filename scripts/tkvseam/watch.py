@@ -227,13 +227,13 @@ def _since(bases: dict[str, Base], since: str) -> Version:
         ) from e
 
 
-def _source(bases: dict[str, Base], root: Path, to_base: Base) -> Base:
-    """The queue a release is ported from: the newest carried base older than it (never itself,
-    never a newer one: a port goes forward)."""
-    source = carried_before(bases, root, to_base.version)
+def _source(bases: dict[str, Base], root: Path, version: str) -> Base:
+    """The queue release ``version`` is ported from: the newest carried base older than it (never
+    itself, never a newer one: a port goes forward)."""
+    source = carried_before(bases, root, version)
     if source is None:
         raise SeamError(
-            f"no carried base is older than {to_base.name}: a port goes forward only",
+            f"no carried base is older than v{version}: a port goes forward only",
             hint=f"make watch REPORT=1 SINCE={carried_bases(bases, root)[0]}",
             exit_code=EXIT_USAGE,
         )
@@ -305,11 +305,14 @@ def _report(
     for row in result.releases:
         version = row["version"]
         try:
+            # a release no carried queue is older than gets no report: refused before it is pinned
+            # (with --write, into bases.toml itself) or downloaded, as carry refuses it
+            _source(load_bases(target, root), root, version)  # none: no pin, no download (as carry)
             progress.step(f"pin {version} into {target}")
             pinned = pin(target, version, cache, index_url, yanked, progress, root)
             target_bases = load_bases(target, root)
             to_base = get_base(target_bases, pinned.name)
-            source = _source(target_bases, root, to_base)
+            source = _source(target_bases, root, to_base.version)
             row["from_base"] = source.name
             markdown, data, counts = drift_report(root, source, to_base, cache, progress)
         except SeamError as e:

@@ -193,3 +193,28 @@ def test_summary_columns_come_from_the_report_objects():
     assert summary_line("9.10.0", counts) == (
         "9.10.0: 9 patches: 2 exact, 1 offset/fuzz, 1 3-way, 3 conflict, 1 likely obsolete, 1 moved"
     )
+
+
+def test_watch_write_pins_no_release_it_cannot_port_to(project, index, tmp_path):
+    """--since 0: 9.9.8 is older than every carried queue; it got pinned into bases.toml (and its
+    sdist downloaded) before the report said "no carried base is older"."""
+    from .conftest import FILES, make_release
+
+    older = make_release(tmp_path / "older", "9.9.8", FILES)
+    data = older.tarball.read_bytes()
+    index.files[f"/files/{older.tarball.name}"] = data
+    index.listing["files"].append(
+        {
+            "filename": older.tarball.name,
+            "url": f"/files/{older.tarball.name}",
+            "size": len(data),
+            "hashes": {"sha256": older.sha256},
+        }
+    )
+    make_two_patches(project)
+    res = project.cli("watch", "--report", "--write", "--since", "0", "--json", expect=2)
+    rows = {r["version"]: r for r in json.loads(res.stdout)["releases"]}
+    assert "no carried base is older than v9.9.8" in rows["9.9.8"]["line"]
+    assert "pin" not in rows["9.9.8"] and "pin" in rows[NEXT_VERSION]
+    assert set(tomllib.loads((project.root / "bases.toml").read_text())) == {NAME, NEXT}
+    assert not (project.cache / "sdist" / older.tarball.name).exists()
