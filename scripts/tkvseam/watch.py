@@ -307,7 +307,7 @@ def _report(
         try:
             # a release no carried queue is older than gets no report: refused before it is pinned
             # (with --write, into bases.toml itself) or downloaded, as carry refuses it
-            _source(load_bases(target, root), root, version)  # none: no pin, no download (as carry)
+            _source(load_bases(target, root), root, version)
             progress.step(f"pin {version} into {target}")
             pinned = pin(target, version, cache, index_url, yanked, progress, root)
             target_bases = load_bases(target, root)
