@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -223,6 +224,7 @@ def header(
     exclude_newer: str,
     find_links: list[str],
     index: str,
+    remake: tuple[str, str],
 ) -> str:
     pinned = " ".join(f"{n}=={v}" for n, v in test_pins.items() if v) or "none"
     unpinned = " ".join(n for n, v in test_pins.items() if not v)
@@ -238,10 +240,33 @@ def header(
         f"  excluded: {' '.join(EXCLUDED)} (PyPI's builds need CUDA libraries; on CPU torch they break vLLM imports)",
         f"  index: {index}; find-links: {' '.join(find_links) or 'none'}",
         f"  only files uploaded before {exclude_newer} (--exclude-newer)",
-        f"Remake: make lock-cpu BASE={base.name}   (the same pins again: make lock-cpu BASE={base.name} "
-        f"EXCLUDE_NEWER={exclude_newer})",
+        "Remake: {}   (the same pins again: {})".format(*remake),
     ]
     return "".join(f"# {line}\n" for line in lines)
+
+
+def remake_commands(
+    name: str,
+    exclude_newer: str,
+    find_links: list[str] | None = None,
+    torch_version: str | None = None,
+    index_url: str | None = None,
+    no_index: bool = False,
+) -> tuple[str, str]:
+    """The command that remakes the lock, and the one that gives the same pins again.
+
+    Made with the defaults ($PIP_FIND_LINKS, PyPI, the local torch): ``make lock-cpu``. Made
+    with options: the tool's own command with those options (make passes none of them).
+    """
+    options = [word for link in find_links or () for word in ("--find-links", link)]
+    options += ["--torch", torch_version] if torch_version else []
+    options += ["--no-index"] if no_index else (["--index-url", index_url] if index_url else [])
+    if not options:
+        again = f"make lock-cpu BASE={name}"
+        return again, f"{again} EXCLUDE_NEWER={exclude_newer}"
+    words = [".venv/bin/tkv-seam", "lock-cpu", name, *options]
+    again = shlex.join(words)
+    return again, f"{again} {shlex.join(['--exclude-newer', exclude_newer])}"
 
 
 def _pins(text: str) -> list[str]:
@@ -281,7 +306,8 @@ def lock_cpu(
     progress.step(f"resolve vllm=={base.version} with torch=={torch.version} (uv pip compile)")
     pins = resolve(base.version, torch, test_pins, links, stamp, index_url, no_index)
     index = "none (--no-index)" if no_index else (index_url or "uv's default (PyPI)")
-    text = header(base, torch, test_pins, stamp, links, index) + "".join(f"{p}\n" for p in pins)
+    remake = remake_commands(base.name, stamp, find_links, torch_version, index_url, no_index)
+    text = header(base, torch, test_pins, stamp, links, index, remake) + "".join(f"{p}\n" for p in pins)
     result = LockResult(
         base.name,
         base.cpu_lock,

@@ -59,8 +59,24 @@ def test_the_lock_has_that_vllm_the_local_cpu_torch_and_no_torchvision(cproject,
     # pytest-mock is not in the release's requirements/test/cpu.txt
     assert "(not pinned there, resolved: pytest-asyncio pytest-mock pytest-timeout)" in said
     assert "index: none (--no-index); find-links: " in said
-    assert f"Remake: make lock-cpu BASE={NEW_NAME}" in said
-    assert f"EXCLUDE_NEWER={out['exclude_newer']}" in said
+    # made with options make does not pass: the tool's own command (see the test of the Remake line)
+    assert f"Remake: .venv/bin/tkv-seam lock-cpu {NEW_NAME} --find-links " in said
+    assert f"--no-index --exclude-newer {out['exclude_newer']})" in said
+
+
+def test_a_lock_made_with_the_defaults_is_remade_by_make():
+    from tkvseam.cpulock import remake_commands
+
+    base = "v9.10.0"
+    assert remake_commands(base, "2030-01-01") == (
+        "make lock-cpu BASE=v9.10.0",
+        "make lock-cpu BASE=v9.10.0 EXCLUDE_NEWER=2030-01-01",
+    )
+    odd = remake_commands(base, "2030-01-01", ["/a b/c"], "9.1.0+cpu", "http://x/simple")
+    assert odd[1] == (
+        ".venv/bin/tkv-seam lock-cpu v9.10.0 --find-links '/a b/c' --torch 9.1.0+cpu "
+        "--index-url http://x/simple --exclude-newer 2030-01-01"
+    )
 
 
 def test_the_venv_installs_from_the_lock_as_the_makefile_does(cproject, wheels, tmp_path):
@@ -155,3 +171,20 @@ def test_a_lock_is_never_written_through_a_linked_ci_directory(cproject, wheels,
     err = cproject.cli(*lock_args(wheels), expect=1).stderr
     assert "would not be a file of the project's ci/ directory" in err
     assert sorted(p.name for p in outside.iterdir()) == [f"lock-cpu-{OLD_NAME}.txt"]
+
+
+def test_the_remake_line_gives_the_options_the_lock_was_made_with(cproject, wheels):
+    """Made with --no-index and --find-links: `make lock-cpu BASE=…` (PyPI and $PIP_FIND_LINKS)
+    would not give these pins again; the header's own command, run as written, does."""
+    import shlex
+
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    text = (cproject.root / out["path"]).read_text()
+    (remake,) = [line for line in text.splitlines() if line.startswith("# Remake: ")]
+    again = remake.split("(the same pins again: ", 1)[1].removesuffix(")")
+    words = shlex.split(again)
+    assert words[0] == ".venv/bin/tkv-seam" and "--no-index" in words
+    assert words.count("--find-links") == 2 and f"--exclude-newer={out['exclude_newer']}" not in words
+    assert words[words.index("--exclude-newer") + 1] == out["exclude_newer"]
+    redo = json.loads(cproject.cli(*words[1:], "--json").output)
+    assert redo["status"] == "unchanged" and redo["pins"] == out["pins"]
