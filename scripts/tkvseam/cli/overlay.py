@@ -97,12 +97,21 @@ def _install(ctx: Context, base_name, tree, python, commit_of, as_json, verb):
     from ..overlay import install_commit, queue_overlay_paths
     from ..seamtree import SeamTree
 
+    target = "overlay" if verb == "install" else "overlay-restore"
+    if python is None and tree is None:
+        known = f"make {target} BASE={{}}"
+    else:  # the same venv and tree, the base a known one ({} is filled in; a brace in a path stays)
+        given = [("--tree", tree), ("--python", python)]
+        words = [w for opt, value in given if value is not None for w in (opt, absolute(value))]
+        known = hints.tool("overlay", verb, "--base", "@BASE@", *words).replace("{", "{{").replace("}", "}}")
+        known = known.replace("@BASE@", "{}")
+    ctx.base(base_name, hint=known)  # an unknown base is a usage error before any tree is looked at
     tree_path = ctx.tree(tree, base_name)
     commit = commit_of(SeamTree(tree_path).state())
     venv_python = ctx.venv_python(python, base_name)
     own_venv = venv_python == ctx.venv_python(None, base_name)
     if own_venv and tree_path == ctx.tree(None, base_name):
-        again = hints.make("overlay" if verb == "install" else "overlay-restore", BASE=base_name)
+        again = hints.make(target, BASE=base_name)
     else:
         again = hints.tool("overlay", verb, "--base", base_name, "--tree", tree_path, "--python", venv_python)
     done = install_commit(
