@@ -20,8 +20,8 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import git
-from .errors import SeamError, VerifyError
+from . import git, hints
+from .errors import SeamError, UsageError, VerifyError
 from .lock import locked, tree_lock_path
 from .outputs import replace_output_dir, seal_output_dir
 from .patch import Patch
@@ -69,7 +69,13 @@ def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series
     """Write manifest.json and overlay/ for ``commit`` of the build tree into ``dest``."""
     state = SeamTree(tree).state()
     base_commit = state.base_commit
-    commit = git.rev_parse(tree, commit)
+    named = None if commit.startswith("-") else git.resolve(tree, f"{commit}^{{commit}}")
+    if named is None:
+        raise UsageError(
+            f"--commit {commit}: no such commit in {tree}",
+            hint=hints.shell("git", "-C", tree, "log", "--oneline", "-5") + "  (the commits of the tree)",
+        )
+    commit = named
     replace_output_dir(dest, STAGE_KIND, STAGE_NAMES, legacy=_legacy_stage)
     (dest / "overlay").mkdir()
     files = []
