@@ -103,12 +103,31 @@ def _queues(root: Path, bases: dict[str, Base]) -> dict[str, dict[str, Patch]]:
     return out
 
 
-def _slug(queues: dict[str, dict[str, Patch]], wanted: str) -> str:
-    """A slug from a slug, a patch file name (``0003-x.patch``) or its number (``0003``)."""
-    for patches in queues.values():
+def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = None) -> str:
+    """A slug from a slug, a patch file name (``0003-x.patch``) or its number (``0003``).
+
+    A name or number is a queue's own: ``base``'s when given, else it must name one patch in
+    every queue that has it (queues are numbered each on its own).
+    """
+    if any(wanted in patches for patches in queues.values()):
+        return wanted
+    named: dict[str, list[str]] = {}  # slug -> the queues where ``wanted`` names it
+    for name, patches in queues.items():
         for slug, patch in patches.items():
-            if wanted in (slug, patch.name, patch.name.split("-", 1)[0]):
+            if wanted in (patch.name, patch.name.split("-", 1)[0]):
+                named.setdefault(slug, []).append(name)
+    if base is not None:
+        for slug, where in named.items():
+            if base in where:
                 return slug
+    if len(named) == 1:
+        return next(iter(named))
+    if named:
+        said = ", ".join(f"{slug} in {' and '.join(where)}" for slug, where in named.items())
+        raise UsageError(
+            f"{wanted!r} names {said}: give the slug (or --base)",
+            hint=hints.make("drift", DIFF=next(iter(named))),
+        )
     known = sorted({s for patches in queues.values() for s in patches})
     close = difflib.get_close_matches(wanted, known, n=1)
     raise UsageError(
@@ -120,7 +139,7 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str) -> str:
 def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | None = None) -> list[PatchDiff]:
     """The diffs of one patch: between ``base`` and the base before it, or for every such pair."""
     queues = _queues(root, bases)
-    slug = _slug(queues, wanted)
+    slug = _slug(queues, wanted, base)
     names = list(queues)
     if base is not None:
         if base not in bases:
@@ -131,10 +150,13 @@ def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | Non
             raise UsageError(f"{base} has no queue yet", hint=hints.port("report", base))
         i = names.index(base)
         if i == 0:
-            later = names[1] if len(names) > 1 else base
+            if len(names) > 1:
+                hint = hints.make("drift", DIFF=slug, BASE=names[1])
+            else:  # the only queue: the next base is ported from it, or there is none yet
+                after = list(bases)[list(bases).index(base) + 1 :]
+                hint = hints.port("report", after[0]) if after else hints.make("pin", VERSION="<version>")
             raise UsageError(
-                f"{base} is the first base with a queue: nothing before it to compare with",
-                hint=hints.make("drift", DIFF=slug, BASE=later),
+                f"{base} is the first base with a queue: nothing before it to compare with", hint=hint
             )
         pairs = [(names[i - 1], base)]
     else:

@@ -171,3 +171,45 @@ def test_a_patch_missing_from_a_base_is_named(project):
     assert f"add-mul is not in {LAST}'s queue: nothing to compare between {NEW} and {LAST}" in res.stderr
     res = run(project, "--diff", "add-mul")  # every pair: only the pair that has it
     assert res.exit_code == 0 and res.stdout.count("add-mul: ") == 1
+
+
+def renumbered(project: Path) -> None:
+    """v1.2.0's queue gains a patch first: its 0001 is other-fix, add-mul is its 0002."""
+    other = patch("other-fix", "upstream lacks it", 1, CODE).replace("add mul()", "fix other")
+    last = (project / f"patches/{LAST}/0001-add-mul.patch").read_text()
+    (project / f"patches/{LAST}/0001-add-mul.patch").unlink()
+    write_queue(project, f"patches/{LAST}", {"0001-other-fix.patch": other, "0002-add-mul.patch": last})
+
+
+def test_a_number_is_the_patch_of_that_number_in_the_base_asked_for(project):
+    """--diff 0001 --base v1.2.0 showed add-mul (0001 of the first queue), not v1.2.0's 0001."""
+    renumbered(project)
+    res = run(project, "--diff", "0002", "--base", LAST, "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["slug"] == "add-mul"
+    res = run(project, "--diff", "0001", "--base", LAST, "--json")
+    assert res.exit_code == 2, res.output
+    out = json.loads(res.stdout)
+    assert out["error"] == f"other-fix is not in {NEW}'s queue: nothing to compare between {NEW} and {LAST}"
+
+
+def test_a_number_naming_other_patches_in_other_queues_is_refused_naming_them(project):
+    renumbered(project)
+    res = run(project, "--diff", "0001", "--json")
+    assert res.exit_code == 2, res.output
+    out = json.loads(res.stdout)
+    assert out["error"] == (
+        f"'0001' names add-mul in {OLD} and {NEW}, other-fix in {LAST}: give the slug (or --base)"
+    )
+    assert out["hint"] == "make drift DIFF=add-mul"
+    assert json.loads(run(project, "--diff", "other-fix", "--json").stdout)["diffs"] == []
+
+
+def test_the_only_queue_is_not_sent_back_to_itself(project):
+    """With one queue, the hint of 'the first base with a queue' was that same command."""
+    for name in (NEW, LAST):
+        for f in (project / f"patches/{name}").iterdir():
+            f.unlink()
+        (project / f"patches/{name}").rmdir()
+    res = run(project, "--diff", "add-mul", "--base", OLD, "--json")
+    assert res.exit_code == 2
+    assert json.loads(res.stdout)["hint"] == f"make port VERB=report TO={NEW}"
