@@ -26,6 +26,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from .errors import NetworkError, SeamError, UsageError, VerifyError
 from .progress import QUIET, Progress
 
@@ -108,6 +110,8 @@ def _entry(raw: dict, page: str) -> IndexFile:
             problems.append(f"its url {url} is {scheme or 'not a URL'}:, not the index's {want}:")
     hashes = raw.get("hashes", {})
     sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
+    if isinstance(sha256, str):
+        sha256 = sha256.lower()  # hex: either case is the same digest
     if not isinstance(hashes, dict):
         problems.append(f"hashes is a {type(hashes).__name__}, not a table")
     elif sha256 is not None and not (
@@ -120,8 +124,8 @@ def _entry(raw: dict, page: str) -> IndexFile:
         problems.append(f"size {size!r} is not a number of bytes")
         size = None
     yanked = raw.get("yanked", False)
-    if not isinstance(yanked, bool | str):
-        yanked = True  # PEP 592: anything but false/absent marks it yanked
+    if not isinstance(yanked, bool | str) or yanked == "":
+        yanked = True  # PEP 592: anything but false/absent marks it yanked ("" too, as pip and uv read it)
     return IndexFile(raw["filename"], url, size, sha256, yanked, "; ".join(problems))
 
 
@@ -143,6 +147,23 @@ def _no_credentials(index_url: str) -> None:
         raise UsageError(
             f"the index URL {shown} carries credentials; tkv-seam sends none (and prints none)",
             hint="export TKV_SEAM_INDEX_URL=<the Simple API root, without user:password>",
+        )
+
+
+def _same_api_and_project(data: dict, project: str, url: str) -> None:
+    """PEP 629: a major API version other than 1 is refused; a page naming another project too."""
+    meta = data.get("meta")
+    version = meta.get("api-version") if isinstance(meta, dict) else None
+    if version is not None and not (isinstance(version, str) and version.split(".", 1)[0] == "1"):
+        raise NetworkError(
+            f"{url} speaks Simple API {version}; tkv-seam reads 1.x (PEP 691)",
+            hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
+        )
+    name = data.get("name")
+    if isinstance(name, str) and canonicalize_name(name) != canonicalize_name(project):
+        raise NetworkError(
+            f"{url} is the page of {name!r}, not of {project}",
+            hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
         )
 
 
@@ -186,6 +207,7 @@ def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
             f"{url} is not a PEP 691 project page ({what}; expected an object with a 'files' list)",
             hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
         )
+    _same_api_and_project(data, project, url)
     entries = [_entry(f, url) for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)]
     return Listing(url, entries)
 

@@ -238,3 +238,40 @@ def test_a_listing_nested_too_deep_for_the_parser_is_not_pep_691(project, monkey
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_yanked_mark_without_a_reason_is_still_yanked(project, index):
+    """PEP 691: yanked is a boolean or a reason; pip and uv take any string, "" too, as yanked.
+    An empty reason was read as 'not yanked' and pinned."""
+    entry(index, f"vllm-{NEXT_VERSION}.tar.gz")["yanked"] = ""
+    err, out = fails(project, "pin", NEXT_VERSION, code=1)
+    assert "is yanked on the index (no reason given)" in out["error"]
+    assert NEXT not in (project.root / "bases.toml").read_text()
+    watched = json.loads(project.cli("watch", "--json", expect=0).stdout)
+    assert NEXT_VERSION not in [r["version"] for r in watched["releases"]]
+
+
+def test_an_upper_case_sha256_is_the_same_digest(project, index):
+    """It was refused as 'not 64 hex digits' (exit 4)."""
+    e = entry(index, f"vllm-{NEXT_VERSION}.tar.gz")
+    e["hashes"] = {"sha256": e["hashes"]["sha256"].upper()}
+    out = json.loads(project.cli("pin", NEXT_VERSION, "--json").stdout)
+    assert out["sdist"]["sha256"] == e["hashes"]["sha256"].lower()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"meta": {"api-version": "2.0"}}, "speaks Simple API 2.0; tkv-seam reads 1.x"),
+        ({"meta": {"api-version": 1}}, "speaks Simple API 1; tkv-seam reads 1.x"),
+        ({"name": "not-vllm"}, "is the page of 'not-vllm', not of vllm"),
+    ],
+)
+def test_a_page_of_another_api_version_or_project_is_refused(project, index, change, message):
+    """PEP 629: a client refuses a major version it does not know; a page naming another
+    project is not vllm's (both were read as vllm's releases and pinned)."""
+    index.listing.update(change)
+    err, out = fails(project, "pin", NEXT_VERSION, code=8)
+    assert message in out["error"] and NEXT not in (project.root / "bases.toml").read_text()
+    index.listing.update({"meta": {"api-version": "1.1"}, "name": "VLLM"})  # PyPI's, any spelling of the name
+    assert json.loads(project.cli("pin", NEXT_VERSION, "--json").stdout)["status"] == "added"
