@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import tomlkit
@@ -70,9 +71,15 @@ def insert_base(doc: tomlkit.TOMLDocument, name: str, table: Table) -> None:
     doc.add(name, table)
 
 
-def set_seam(path: Path, name: str, seam: Table) -> None:
-    """Write ``seam`` as ``["<name>".seam]`` (replacing an existing one) into the bases file."""
+def set_seam(path: Path, name: str, seam: Table, check: Callable[[], bool] | None = None) -> bool:
+    """Write ``seam`` as ``["<name>".seam]`` (replacing an existing one) into the bases file.
+
+    ``check``, called holding the file's lock before it is read: False leaves the file as it is
+    (it decides on the file as it is now, not as it was when the table was derived).
+    """
     with locked(lock_path(path), f"the bases file {path}"):
+        if check is not None and not check():
+            return False
         doc = read(path)
         if name not in doc:
             raise SeamError(
@@ -84,6 +91,7 @@ def set_seam(path: Path, name: str, seam: Table) -> None:
             del base["seam"]
         base.add("seam", seam)
         write(path, doc)
+    return True
 
 
 def remove_base(path: Path, name: str) -> bool:

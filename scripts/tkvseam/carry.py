@@ -160,7 +160,9 @@ def _seam_table(root, bases_file, bases, base, source, cache, opts, progress) ->
     if seamtable.has_table(base.seam):
         return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
     table = seamtable.derive(root, bases, base, cache, source.name, opts.plugin, progress=progress)
-    seamtable.write(bases_file, table, base.seam)
+    seamtable.write(bases_file, table)
+    if table.status == "unchanged":  # another run wrote the same table meanwhile
+        return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
     moved = [t.line() for t in table.tests if t.status != "kept"]
     return Step(
         "seam-table", "written", f"from {source.name}'s; ruff {table.ruff}" + "".join(f"; {m}" for m in moved)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from . import basesfile, git
-from .bases import Base, Plugin, SeamPins
+from .bases import Base, Plugin, SeamPins, load_bases
 from .baserepo import BaseRepo, base_repo
 from .index import default_index_url, listing
 from .carried import carried_before
@@ -321,15 +322,26 @@ def _inline(values: dict) -> tomlkit.items.InlineTable:
     return table
 
 
-def write(bases_file: Path, table: SeamTable, existing: SeamPins | None, force: bool = False) -> str:
+def write(
+    bases_file: Path, table: SeamTable, force: bool = False, keep: Callable[[], str] | None = None
+) -> str | None:
     """Write the table; ``unchanged`` when the base already has these values.
 
-    A different existing table is refused (a human may have extended it) unless ``force``.
+    A different existing table is refused (a human, or another run, may have written it) unless
+    ``force``; then ``keep`` copies the file first and its answer (where) is returned. The check
+    is made on the file as it is at the write, holding its lock.
     """
-    if existing is not None and has_table(existing):
+    kept = None
+
+    def check() -> bool:
+        nonlocal kept
+        base = load_bases(bases_file).get(table.base)
+        existing = base.seam if base is not None else None
+        if existing is None or not has_table(existing):
+            return True
         if existing == table.pins():
             table.status = "unchanged"
-            return table.status
+            return False
         if not force:
             raise RefusedError(
                 f"{bases_file.name}: {table.base} already has a .seam table with other values:\n"
@@ -337,14 +349,12 @@ def write(bases_file: Path, table: SeamTable, existing: SeamPins | None, force: 
                 hint=f"keep it, or replace it: make seam-table BASE={table.base} FORCE=1 "
                 "(the old bases file is kept under build/dropped/)",
             )
-    basesfile.set_seam(bases_file, table.base, toml_table(table))
-    table.status = "written"
-    return table.status
+        kept = keep() if keep is not None else None
+        return True
 
-
-def differs(existing: SeamPins, table: SeamTable) -> bool:
-    """True when the base has a .seam table and it holds other values than ``table``."""
-    return has_table(existing) and existing != table.pins()
+    if basesfile.set_seam(bases_file, table.base, toml_table(table), check):
+        table.status = "written"
+    return kept
 
 
 def has_table(pins: SeamPins) -> bool:

@@ -125,3 +125,22 @@ def test_a_table_is_carried_forward_only(cproject):
     err = cproject.cli("seam-table", "v1.2.3", expect=2).stderr
     assert "unknown base 'v1.2.3'" in err and "make pin VERSION=" in err
     assert tomllib.loads((cproject.root / "bases.toml").read_text())[NEW_NAME].get("seam") is None
+
+
+def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
+    """Both runs derived their table seeing none; both wrote: the second replaced the first's
+    without FORCE=1 and kept nothing. Real processes, held at the bases file's lock."""
+    from tkvseam.lock import locked, tree_lock_path
+
+    from .test_pin_races import said, start
+
+    bases = cproject.root / "bases.toml"
+    with locked(tree_lock_path(bases), "test"):
+        runs = [start(cproject, "seam-table", NEW_NAME, "--ruff", v, "--json") for v in ("0.20.0", "0.21.0")]
+        for run in runs:  # (they may take turns on the cached sdist first)
+            assert "waiting for another tkv-seam run on the bases file" in said(run, "on the bases file")
+    outs = sorted((run.wait(), run.stdout.read()) for run in runs)
+    assert [rc for rc, _ in outs] == [0, 5], outs
+    first, second = json.loads(outs[0][1]), json.loads(outs[1][1])
+    assert first["status"] == "written" and "already has a .seam table with other values" in second["error"]
+    assert load_bases(bases)[NEW_NAME].seam.ruff == first["ruff"]

@@ -63,10 +63,12 @@ def seam_table(ctx: Context, base_name, source, plugin, ruff, force, as_json):
     bases = load_bases(ctx.bases_file, ctx.root)
     base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make seam-table BASE=v<version>)")
     table = seamtable.derive(ctx.root, bases, base, ctx.cache, source, plugin, ruff, progress=ctx.progress)
-    kept = None
-    if force and seamtable.differs(base.seam, table):
-        kept = str(keep(ctx.root, [ctx.bases_file], f"seam-table-{base.name}"))
-    seamtable.write(ctx.bases_file, table, base.seam, force)
+    kept = seamtable.write(
+        ctx.bases_file,
+        table,
+        force,
+        keep=lambda: str(keep(ctx.root, [ctx.bases_file], f"seam-table-{base.name}")),
+    )
     if as_json:
         emit_json(table.to_json() | {"kept": kept})
         return
