@@ -38,6 +38,7 @@ from packaging.version import InvalidVersion, Version
 
 from .bases import Base, fetch_sdist
 from .errors import SeamError, UsageError
+from .index import no_credentials
 from .kept import keep
 from .lock import locked
 from .progress import QUIET, Progress
@@ -289,6 +290,13 @@ def lock_cpu(
     stamp = exclude_newer or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2}Z)?", stamp):
         raise UsageError(f"--exclude-newer {stamp!r}: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ")
+    if torch_version:
+        try:
+            Version(torch_version)
+        except InvalidVersion:
+            raise UsageError(f"--torch {torch_version!r} is not a version (e.g. 2.13.0+cpu)") from None
+    if index_url:
+        no_credentials(index_url)  # the lock's header (a committed file) names the index
     path = root / base.cpu_lock
     ci = (root / "ci").resolve()
     if "/" in base.name or not ci.is_relative_to(root.resolve()) or path.parent.resolve() != ci:

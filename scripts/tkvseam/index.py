@@ -139,7 +139,7 @@ class Listing:
     files: list[IndexFile]
 
 
-def _no_credentials(index_url: str) -> None:
+def no_credentials(index_url: str) -> None:
     """Refuse an index URL carrying user:password (never sent, and never printed back)."""
     parts = urllib.parse.urlsplit(index_url)
     if parts.username is not None or parts.password is not None:
@@ -169,7 +169,7 @@ def _same_api_and_project(data: dict, project: str, url: str) -> None:
 
 def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
     """The project's page on the Simple API (PEP 691 JSON), checked and bounded."""
-    _no_credentials(index_url)
+    no_credentials(index_url)
     url = f"{index_url.rstrip('/')}/{urllib.parse.quote(project)}/"
     with _open(url, url, hint, SIMPLE_JSON) as resp:
         declared = resp.headers.get("Content-Length")

@@ -188,3 +188,27 @@ def test_the_remake_line_gives_the_options_the_lock_was_made_with(cproject, whee
     assert words[words.index("--exclude-newer") + 1] == out["exclude_newer"]
     redo = json.loads(cproject.cli(*words[1:], "--json").output)
     assert redo["status"] == "unchanged" and redo["pins"] == out["pins"]
+
+
+def test_an_index_url_with_credentials_is_refused_and_never_written_into_the_lock(cproject, wheels):
+    """The header (a committed file) recorded 'index: http://user:secret@…' and so would its Remake line."""
+    _, cpu = wheels
+    res = cproject.cli(
+        "lock-cpu",
+        NEW_NAME,
+        "--index-url",
+        "http://user:secret@127.0.0.1:9/simple",
+        "--find-links",
+        str(cpu),
+        "--json",
+        expect=2,
+    )
+    assert "secret" not in res.output and "secret" not in res.stderr
+    assert "carries credentials" in json.loads(res.stdout)["error"]
+    assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
+
+
+def test_a_torch_that_is_no_version_is_a_usage_error_before_uv_runs(cproject, wheels):
+    """It went to uv ('Couldn't parse requirement … torch==x y') with a 'check network access' hint."""
+    out = json.loads(cproject.cli(*lock_args(wheels, "--torch", "x y"), "--json", expect=2).stdout)
+    assert out["error"] == "--torch 'x y' is not a version (e.g. 2.13.0+cpu)"
