@@ -30,7 +30,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from . import basesfile, git
+from . import basesfile, git, hints
 from .bases import Base, Plugin, SeamPins, load_bases
 from .baserepo import BaseRepo, base_repo
 from .index import default_index_url, listing
@@ -143,19 +143,26 @@ def _ruff_version(rev: str, comment: str | None, where: str) -> str:
 # --------------------------------------------------------------------------- plugin
 
 
-def plugin_pin(requirement: str, index_url: str | None = None) -> Plugin:
-    """``name==version`` hash-pinned from the index: the sha256 of that release's wheels
-    (its sdist's when it has no wheel)."""
+def exact_pin(requirement: str, base: str = "<base>") -> Requirement:
+    """``name==version`` (one exact version), or a usage error naming the command that takes one."""
+    hint = hints.make("seam-table", BASE=base, PLUGIN="turbo-attn==<version>")
     try:
         req = Requirement(requirement)
     except InvalidRequirement as e:
-        raise UsageError(f"--plugin {requirement!r}: {e}", hint="--plugin turbo-attn==0.70.1") from e
+        raise UsageError(f"--plugin {requirement!r}: {e}", hint=hint) from e
     pins = [s for s in req.specifier if s.operator == "=="]
     if len(pins) != 1 or len(req.specifier) != 1 or "*" in pins[0].version:
         raise UsageError(
-            f"--plugin {requirement!r}: a plugin pin is one exact version (name==version)",
-            hint="--plugin turbo-attn==0.70.1",
+            f"--plugin {requirement!r}: a plugin pin is one exact version (name==version)", hint=hint
         )
+    return req
+
+
+def plugin_pin(requirement: str, index_url: str | None = None, base: str = "<base>") -> Plugin:
+    """``name==version`` hash-pinned from the index: the sha256 of that release's wheels
+    (its sdist's when it has no wheel)."""
+    req = exact_pin(requirement, base)
+    pins = [s for s in req.specifier if s.operator == "=="]
     version = Version(pins[0].version)
     page = listing(canonicalize_name(req.name), index_url or default_index_url())
     url = page.url
@@ -238,9 +245,14 @@ def source_base(root: Path, bases: dict[str, Base], new: Base, given: str | None
             )
         src = bases[given]
         if Version(src.version) >= Version(new.version):
+            hint = (
+                f"make seam-table BASE={new.name}   (from the newest carried base older than it)"
+                if carried_before(bases, root, new.version) is not None
+                else ".venv/bin/tkv-seam carried   (lists the bases with a queue)"
+            )
             raise UsageError(
                 f"{given} is not older than {new.name}: a base is carried forward, from an older release",
-                hint=f"make seam-table BASE={new.name}   (from the newest carried base older than it)",
+                hint=hint,
             )
         return src
     src = carried_before(bases, root, new.version)
@@ -265,10 +277,18 @@ def derive(
 ) -> SeamTable:
     """The ``.seam`` table of ``new`` (see the module docstring); nothing is written."""
     src = source_base(root, bases, new, source)
+    if ruff:  # what is given is checked before anything is fetched
+        try:
+            ruff_version, ruff_from = str(Version(ruff.removeprefix("v"))), "given"
+        except InvalidVersion:
+            raise UsageError(
+                f"--ruff {ruff!r} is not a version (e.g. 0.14.0)",
+                hint=hints.tool("seam-table", new.name, "--ruff", "'<version>'"),
+            ) from None
+    if plugin:
+        exact_pin(plugin, new.name)
     new_repo, _ = base_repo(new, cache, index_url=index_url, progress=progress)
-    if ruff:
-        ruff_version, ruff_from = _ruff_version(ruff, None, "--ruff"), "given"
-    else:
+    if not ruff:
         where = f"{new.sdist.filename}:{PRE_COMMIT}"
         config = git.show(new_repo.path, new_repo.commit, PRE_COMMIT)
         if config is None:
@@ -278,7 +298,7 @@ def derive(
             )
         ruff_version, ruff_from = ruff_from_pre_commit(config.decode(), where), where
     if plugin:
-        pin, plugin_from = plugin_pin(plugin, index_url), "given, hashes from the index"
+        pin, plugin_from = plugin_pin(plugin, index_url, new.name), "given, hashes from the index"
     elif src.seam.plugin.requirement:
         pin, plugin_from = src.seam.plugin, f"{src.name}'s pin"
     else:

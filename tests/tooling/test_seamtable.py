@@ -144,3 +144,41 @@ def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
     first, second = json.loads(outs[0][1]), json.loads(outs[1][1])
     assert first["status"] == "written" and "already has a .seam table with other values" in second["error"]
     assert load_bases(bases)[NEW_NAME].seam.ruff == first["ruff"]
+
+
+@pytest.mark.parametrize(
+    "args, code, error, hint",
+    [
+        (  # it was exit 1, said as the sdist's ruff-pre-commit rev, after cloning both bases
+            ["--ruff", "x y"],
+            2,
+            "--ruff 'x y' is not a version (e.g. 0.14.0)",
+            f".venv/bin/tkv-seam seam-table {NEW_NAME} --ruff '<version>'",
+        ),
+        (  # the hint was '--plugin turbo-attn==0.70.1', no command
+            ["--plugin", "turbo-attn>=1"],
+            2,
+            "--plugin 'turbo-attn>=1': a plugin pin is one exact version (name==version)",
+            f"make seam-table BASE={NEW_NAME} PLUGIN='turbo-attn==<version>'",
+        ),
+        (
+            ["--plugin", "turbo attn"],
+            2,
+            "--plugin 'turbo attn': ",
+            f"make seam-table BASE={NEW_NAME} PLUGIN=",
+        ),
+    ],
+)
+def test_a_bad_option_is_a_usage_error_naming_a_command_before_any_clone(cproject, args, code, error, hint):
+    out = json.loads(cproject.cli("seam-table", NEW_NAME, *args, "--json", expect=code).stdout)
+    assert out["error"].startswith(error) and out["hint"].startswith(hint), out
+    assert not (cproject.cache / "bases").exists()
+
+
+def test_from_a_base_not_older_names_a_command_that_works(cproject):
+    """seam-table <oldest> --from <itself>: the hint was `make seam-table BASE=<oldest>`, which has
+    no older base to carry from either."""
+    out = json.loads(cproject.cli("seam-table", OLD_NAME, "--from", OLD_NAME, "--json", expect=2).stdout)
+    assert out["hint"] == ".venv/bin/tkv-seam carried   (lists the bases with a queue)"
+    out = json.loads(cproject.cli("seam-table", NEW_NAME, "--from", NEW_NAME, "--json", expect=2).stdout)
+    assert out["hint"] == f"make seam-table BASE={NEW_NAME}   (from the newest carried base older than it)"
