@@ -9,6 +9,7 @@ The file lists the bases in release order (PEP 440), whatever order they are pin
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
 from .errors import SeamError
+from .fsutil import current_umask
 from .lock import locked, tree_lock_path
 
 
@@ -33,17 +35,28 @@ def read(path: Path) -> tomlkit.TOMLDocument:
         raise SeamError(f"cannot read bases file {path}: {e}", hint=f"git diff -- {path.name}") from e
 
 
+def _temporary(path: Path, name: str) -> bool:
+    """``name`` is one of ``write``'s temporary files for ``path`` (``mkstemp``'s 8 characters)."""
+    return re.fullmatch(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp", name) is not None
+
+
 def write(path: Path, doc: tomlkit.TOMLDocument) -> None:
-    """Replace ``path`` with ``doc`` atomically (a crash leaves the old file or the new one)."""
+    """Replace ``path`` with ``doc`` atomically (a crash leaves the old file or the new one).
+
+    The caller holds the file's lock, so a temporary file of this writer's shape beside it is
+    one a killed run left: it is removed (nothing else is).
+    """
+    for entry in path.parent.iterdir():
+        if _temporary(path, entry.name) and entry.is_file() and not entry.is_symlink():
+            entry.unlink()
     text = tomlkit.dumps(doc)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -36,9 +36,8 @@ from .bases import (
     plain_sdist_name,
     sdist_commit,
 )
-from .basesfile import insert_base
+from .basesfile import insert_base, write
 from .errors import EXIT_USAGE, SeamError, VerifyError
-from .fsutil import atomic_write
 from .index import IndexFile, Listing, listing
 from .lock import locked, tree_lock_path
 from .progress import QUIET, Progress
@@ -163,7 +162,7 @@ def _write_entry(bases_file: Path, base: Base) -> None:
     table.add("image", _inline(asdict(base.image)))
     table.add("queue", _inline({"series": base.queue.series, "patches": base.queue.patches}))
     insert_base(doc, base.name, table)  # release order, whatever order pins arrive in
-    atomic_write(bases_file, tomlkit.dumps(doc))  # keeps the file's mode
+    write(bases_file, doc)  # atomic, keeps the file's mode (the caller holds its lock)
 
 
 def pin(

@@ -74,3 +74,17 @@ def test_two_watch_reports_take_turns_on_build_drift(project, index):
         assert f"waiting for another tkv-seam run on {drift}" in said(run, "waiting for")
     assert run.wait() == 11, run.stderr.read()
     assert json.loads(run.stdout.read())["releases"][0]["pin"] == "added"
+
+
+def test_a_pin_killed_at_the_replace_leaves_no_stray_file_after_the_next_write(project, index, crash_at):
+    """The killed run's `.bases.toml.<random>.tmp` stayed in the project root for good (git
+    shows it untracked); the next writer, holding the file's lock, removes it, and nothing else."""
+    bases = project.root / "bases.toml"
+    mine = [project.root / ".bases.toml.swp", project.root / ".bases.toml.mine.tmp"]
+    for path in mine:
+        path.write_text("the user's\n")
+    crash_at("os.replace", *project.argv("pin", NEXT_VERSION), when=".bases.toml.")
+    assert len(list(project.root.glob(".bases.toml.*.tmp"))) == 2  # the killed run's and the user's
+    assert NEXT not in tomllib.loads(bases.read_text())
+    assert json.loads(project.cli("pin", NEXT_VERSION, "--json").stdout)["status"] == "added"
+    assert sorted(project.root.glob(".bases.toml.*")) == sorted(mine)
