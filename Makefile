@@ -177,7 +177,7 @@ standin: apply ## Import a local stand-in of BASE's official image (no registry 
 	$(TOOL) standin --base $(BASE) $(if $(JSON),--json,)
 
 # make port VERB=<verb> TO=<base> [BASE=<base>] [REASON='...'] [VERDICT=...] [PORT_TREE=<dir>] [JSON=1] [FORCE=1]
-# One verb per run (README.md, "Forward-port"). The text a user gives (VERB, TO, BASE, REASON,
+# One verb per run (docs/port.md, "The port verbs"). The text a user gives (VERB, TO, BASE, REASON,
 # VERDICT, PORT_TREE) reaches the tool through the environment, taken with $(value): make expands
 # nothing in it and the shell runs nothing in it ("$$VAR" is never re-read as shell).
 PORT_VERBS := report start continue skip abort status finish

@@ -1,6 +1,6 @@
 """tkv-seam: a quilt-style patch queue carrying the turbo-attn seam on a pinned vLLM.
 
-One module per job; ``cli`` is a thin click layer over them (README.md, "How it is built"):
+One module per job; ``cli`` is a thin click layer over them (docs/design.md):
 
 - ``cli``       the command line, one module per command family, one error boundary
 - ``apply``     build the patched git work tree (strict, atomic)

@@ -138,7 +138,7 @@ class _Entry:
         got = "it is missing" if value is _REQUIRED else f"not {value!r}"
         return SeamError(
             f"{self.path}: [{self.name}] {self.prefix}{key} must be {what}; {got}",
-            hint=f"fix {self.prefix}{key} in {self.path.name} (README.md, 'Base pins'; "
+            hint=f"fix {self.prefix}{key} in {self.path.name} (docs/bases.md, 'Pins'; "
             f"git diff -- {self.path.name} shows what changed)",
         )
 
@@ -262,7 +262,7 @@ def _queue_path(rel: str, name: str, path: Path, root: Path) -> str:
     """``rel`` normalised (``./series`` is ``series``), refused unless it stays inside ``root``
     through no symlink."""
     where = f"{path}: queue of {name}: {rel!r}"
-    hint = f"give {name} a queue of its own inside the project, e.g. patches/{name}/ (README.md, 'One queue per base')"
+    hint = f"give {name} a queue of its own inside the project, e.g. patches/{name}/ (docs/bases.md, 'One queue per base')"
     pure = Path(rel)
     norm = os.path.normpath(rel) if rel else ""
     if pure.is_absolute() or ".." in pure.parts or norm in ("", ".") or ".git" in Path(norm).parts:

@@ -78,7 +78,7 @@ class ApplyError(SeamError):
 
 class VerifyError(SeamError):
     exit_code = EXIT_VERIFY
-    default_hint = "check bases.toml against the release (README.md, 'Base pins'), then run the command again"
+    default_hint = "check bases.toml against the release (docs/bases.md, 'Pins'), then run the command again"
 
 
 class RefusedError(SeamError):

@@ -106,8 +106,8 @@ def client():
         where = os.environ.get("DOCKER_HOST", "the default socket")
         raise DockerError(
             f"no Docker engine reachable at {where}: start dockerd or set DOCKER_HOST "
-            "(README.md, 'Docker image')",
-            hint="export DOCKER_HOST=unix:///run/tkv-dockerd/sock  (README.md, 'Docker image', starts one)",
+            "(README.md, 'The image')",
+            hint="export DOCKER_HOST=unix:///run/tkv-dockerd/sock  (README.md, 'The image', starts one)",
         ) from e
     return api
 

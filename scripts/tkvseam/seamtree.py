@@ -417,6 +417,7 @@ class SeamTree:
                 f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} ({self._show(ref)})"
             )
         progress.step(f"finish the interrupted switch of {self.path} to {state.head[:12]}")
+        git.attach_head(self.path, f"refs/heads/{BRANCH}")  # the reset moves our branch, never another
         if work:
             git.reset_clean(self.path, state.head)  # the untracked files are in the kept ref
         else:
@@ -454,6 +455,7 @@ class SeamTree:
         self.save(new)
         git.switch_worktree(self.path, new.head)
         git.update_ref(self.path, f"refs/heads/{BRANCH}", new.head)
+        git.attach_head(self.path, f"refs/heads/{BRANCH}")  # HEAD was detached or another branch
         new.pending, new.switch_from = False, None
         self.save(new)
 

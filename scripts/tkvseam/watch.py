@@ -7,7 +7,7 @@ only when asked. With ``report`` it pins each one (into ``build/drift/bases.toml
 a scratch copy of the bases file, unless ``write``) and runs the forward-port report
 onto it from the newest carried queue older than it (``carried.carried_before``: never
 itself, never a newer one), writing ``build/drift/<version>.md`` (a draft
-verdict table in the seed's format), ``build/drift/<version>.json`` and one summary
+verdict table: file / hunk, what it does, verdict, reason), ``build/drift/<version>.json`` and one summary
 line per release into ``build/drift/summary.txt``.
 
 ``drift_report`` is the one place that knows how the port report is produced.
@@ -163,7 +163,7 @@ def drift_report(
     """The port report of ``from_base``'s queue onto ``to_base``: (markdown, json, summary counts).
 
     ``port.report`` walks the whole queue in a scratch tree and keeps nothing; the Markdown
-    is its draft verdict table in the seed's format, under a summary line.
+    is its draft verdict table (per patch and per hunk), under a summary line.
     """
     reports = port_report(root, from_base, to_base, cache, progress)
     counts = summarize(reports)

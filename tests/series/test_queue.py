@@ -44,7 +44,8 @@ CONCERNS = [
 FOOTPRINT = footprint(ROOT, PINS)
 SLUGS = [c for c in CONCERNS if c not in skipped(ROOT, PINS)]
 
-# SEAM.md 1.4: obsolete or dropped names that no added line of code or test may carry.
+# Obsolete or dropped names (mechanisms an earlier version of the seam had, since replaced by upstream's
+# or dropped): no line the series adds, code or test, may carry them.
 FORBIDDEN = [
     "get_kv_cache_spec_class",
     "get_manager_class",

@@ -189,9 +189,9 @@ def wheel(
     return out
 
 
-def make_wheels(index: Path, cpu: Path) -> tuple[Path, Path]:
+def make_wheels(index: Path, cpu: Path, vllm: str = NEW) -> tuple[Path, Path]:
     """(the index: a find-links directory of everything but the CPU torch; the CPU torch directory)."""
-    wheel(index, "vllm", NEW, ["torch==9.2.0", "torchvision==2.0.0", "helper>=1"])
+    wheel(index, "vllm", vllm, ["torch==9.2.0", "torchvision==2.0.0", "helper>=1"])
     wheel(index, "torch", "9.2.0", ["nvidia-stuff"])  # "PyPI's" CUDA build: never picked
     wheel(index, "torchvision", "2.0.0", ["torch==9.2.0", "pillow-fake"])
     wheel(index, "helper", "1.0")

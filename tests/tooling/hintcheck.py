@@ -89,10 +89,11 @@ def commands(hint: str) -> list[str]:
 
 def problems(hint: str) -> list[str]:
     """Why the commands of ``hint`` would not run as written (empty: they would)."""
-    return [f"{cmd!r}: {why}" for cmd in commands(hint) for why in _command_problems(cmd)]
+    return [f"{cmd!r}: {why}" for cmd in commands(hint) for why in command_problems(cmd)]
 
 
-def _command_problems(cmd: str) -> list[str]:
+def command_problems(cmd: str) -> list[str]:
+    """Why one shell command (``VAR=value`` words before it allowed) would not run as written."""
     try:
         words = shlex.split(cmd)
     except ValueError as e:

@@ -310,3 +310,24 @@ def test_tree_state_saves_atomically_and_reads_older_files(project, crash_at):
     path.write_text(json.dumps(old | {"schema": 99}))  # a newer tkv-seam's
     err = project.apply(expect=1).stderr
     assert "schema 99" in err and "next:" in err
+
+
+@pytest.mark.parametrize("where", ["detached", "own-branch"])
+def test_a_switch_from_another_checkout_ends_on_the_seam_branch(project, where):
+    """The user checked out a detached commit or a branch of their own in the tree, then re-applied:
+    the tree ends on the `seam` branch at the new head, clean; their branch is left where it was."""
+    make_two_patches(project)
+    first = json.loads(project.apply("--force", "--json").output)["head"]
+    if where == "detached":
+        git.run(project.tree, "checkout", "-q", "--detach", "HEAD~1")
+    else:
+        git.run(project.tree, "checkout", "-q", "-b", "mine", "HEAD~1")
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("return a * b", "return b * a"))
+    out = json.loads(project.apply("--force", "--json").stdout)  # stderr: what --force kept
+    assert out["head"] != first
+    assert git.branch(project.tree) == "refs/heads/seam"
+    assert git.head(project.tree) == out["head"]
+    assert git.status_porcelain(project.tree) == []
+    if where == "own-branch":
+        assert git.out(project.tree, "rev-parse", "mine") == git.out(project.tree, "rev-parse", f"{first}~1")

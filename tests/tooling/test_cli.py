@@ -74,8 +74,8 @@ def test_image_without_a_docker_engine_fails_with_one_clear_line(project, monkey
     res = project.cli("image", "--base", "v9.9.9", expect=7)
     assert res.stderr.strip().splitlines() == [
         f"Error: no Docker engine reachable at unix://{tmp_path}/no-such.sock: start dockerd or set "
-        "DOCKER_HOST (README.md, 'Docker image')",
-        "  next: export DOCKER_HOST=unix:///run/tkv-dockerd/sock  (README.md, 'Docker image', starts one)",
+        "DOCKER_HOST (README.md, 'The image')",
+        "  next: export DOCKER_HOST=unix:///run/tkv-dockerd/sock  (README.md, 'The image', starts one)",
     ]
 
 

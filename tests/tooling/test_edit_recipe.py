@@ -23,7 +23,7 @@ IDENTITY = {
 def recipe() -> list[str]:
     """The commands the README's edit section runs inside the build tree (between `cd build/…` and `cd ../..`)."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Adding or editing a patch") :]
+    section = text[text.index("## Edit a patch") :]
     block = section[section.index("```bash\n") + 8 : section.index("```\n", section.index("```bash\n") + 8)]
     lines = block.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("cd build/"))

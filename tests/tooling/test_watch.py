@@ -121,7 +121,7 @@ def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, 
     assert line.split("  (")[0] in md.splitlines()
     assert "| 0001-cache-tweak.patch | 3-way | offset/fuzz |  |" in md
     assert "| 0002-add-mul.patch | conflict | conflict |  |" in md
-    # the seed-style verdict table from `port --report`, five cells in every row
+    # the draft verdict table from `port --report`, five cells in every row
     table = md[md.index("| file / hunk |") :].splitlines()
     assert table[0] == "| file / hunk | what it does | verdict | reason | evidence |"
     assert all(len(re.split(r"(?<!\\)\|", row)) == 7 for row in table if row.startswith("|"))

@@ -48,6 +48,7 @@ from .repo import (
     files_of,
     tag,
     update_ref,
+    attach_head,
     refs,
     branch,
     show,
@@ -180,5 +181,6 @@ __all__ = [
     "unstaged_paths",
     "update_index",
     "update_ref",
+    "attach_head",
     "write_tree",
 ]

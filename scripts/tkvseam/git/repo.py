@@ -123,6 +123,11 @@ def update_ref(repo: Path, ref: str, commit: str) -> None:
     run(repo, "update-ref", ref, commit)
 
 
+def attach_head(repo: Path, ref: str) -> None:
+    """Point HEAD at the branch ``ref`` (full name) without touching the index or the files."""
+    run(repo, "symbolic-ref", "HEAD", ref)
+
+
 def refs(repo: Path, prefix: str) -> list[str]:
     """The full names of the refs under ``prefix``."""
     return out(repo, "for-each-ref", "--format=%(refname)", prefix).split()

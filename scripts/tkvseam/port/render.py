@@ -96,7 +96,7 @@ _HUNK_VERDICTS = {
 
 
 def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> str:
-    """The draft verdict table in the seed's format (per patch and per hunk), as Markdown."""
+    """The draft verdict table (per patch and per hunk: file / hunk, what it does, verdict, reason, evidence), as Markdown."""
     out = [
         f"### Per-hunk review against {to_name} (draft: `{hints.port('report', to_name, BASE=from_name)}`)",
         "",

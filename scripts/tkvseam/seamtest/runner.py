@@ -208,7 +208,9 @@ class Runner:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-                tar.extractall(tmp, filter="data")
+                # git archive of a tree the tool made; Python < 3.11.4 has no filters
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                tar.extractall(tmp, **safe)
             for path, commit, source in root.extra:
                 out = tmp / path
                 out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ like for like: ``module_cleanup`` runs upstream's per-test global cleanup
 (``cleanup_dist_env_and_memory()``, a full ``gc.collect()``) once per test file
 instead of after each of the ~530 tests, through upstream's own
 ``skip_global_cleanup`` opt-out. That cleanup was ~90 % of a side's CPU time; the
-per-node outcomes are the same with and without it (README.md, "Speed").
+per-node outcomes are the same with and without it (docs/speed.md).
 """
 
 from __future__ import annotations
