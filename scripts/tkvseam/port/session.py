@@ -366,17 +366,8 @@ class PortSession:
         """``patch`` is through as ``commit``; its verdict and reason are those of the commit's message."""
         header = _message_header(patch, message) if message else patch.header
         p = state.port
-        p.done.append(
-            DonePatch(
-                patch.name,
-                patch.header.slug,
-                status,
-                commit,
-                " ".join(header.get("Verdict")),
-                " ".join(header.get("Reason")),
-                note,
-            )
-        )
+        verdict, reason = (" ".join(header.get(key)) for key in ("Verdict", "Reason"))
+        p.done.append(DonePatch(patch.name, patch.header.slug, status, commit, verdict, reason, note))
         p.next += 1
         p.current = p.stopped = p.committing = None
         (self.seam.git_dir / PORT_MSG).unlink(missing_ok=True)
