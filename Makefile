@@ -215,13 +215,13 @@ pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin 
 
 # make can only exit 2 on a failed recipe: the tool's exit 11 (a newer release exists, not a
 # failure) becomes 0 here; call `tkv-seam watch` directly to branch on it.
-WATCH_FLAGS = $(if $(value PRE),--pre,) $(if $(value YANKED),--yanked,) $(if $(value REPORT),--report,) \
-              $(if $(value WRITE),--write,)
+WATCH_ARGS = $(if $(value PRE),--pre,) $(if $(value YANKED),--yanked,) $(if $(value REPORT),--report,) \
+             $(if $(value WRITE),--write,)
 watch: export TKV_WATCH_SINCE := $(value SINCE)
 watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/drift/ | SINCE=<base-or-version> PRE=1 YANKED=1 REPORT=1 WRITE=1
 	@set -- watch; \
 	if [ -n "$$TKV_WATCH_SINCE" ]; then set -- "$$@" --since "$$TKV_WATCH_SINCE"; fi; \
-	set -- "$$@" $(strip $(WATCH_FLAGS)); \
+	set -- "$$@" $(strip $(WATCH_ARGS)); \
 	echo "$(TOOL) $$*"; \
 	rc=0; $(TOOL) "$$@" || rc=$$?; \
 	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
