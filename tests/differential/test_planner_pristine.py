@@ -13,7 +13,6 @@ equal numbers or the same error.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -237,14 +236,6 @@ def test_unfused_groups_plan_as_pristine(pristine):
     assert planned > NUM_CASES // 2
 
 
-def _own_tensors(config):
-    """The config without tensors of layers that no group of it holds."""
-    held = {name for group in config.kv_cache_groups for name in group.layer_names}
-    own = [t for t in config.kv_cache_tensors if set(t.layers) <= held]
-    assert all(not set(t.layers) & held for t in config.kv_cache_tensors if t not in own)
-    return dataclasses.replace(config, kv_cache_tensors=own)
-
-
 def test_projected_groups_plan_as_pristine(pristine):
     """A pipeline parallel worker's projection of random groups, as get_kv_cache_configs makes it.
 
@@ -252,14 +243,14 @@ def test_projected_groups_plan_as_pristine(pristine):
     returns the pristine one's groups for these unfused ones.
 
     A projected UniformTypeKVCacheSpecs group that holds some of its layers gets their specs only;
-    one that holds none keeps the global kv_cache_specs with no layer_names. The budget equals the
-    pristine one in every case. The plans are equal too, except that for a group holding none of
-    its layers the pristine planner (which iterates kv_cache_specs there) also emits tensors for
-    the other workers' layers, budgeted at 0 bytes and held by no group of the config; the patched
-    planner (which reads layer_names) does not: they are equal once those tensors are dropped.
+    one that holds none keeps the global kv_cache_specs with no layer_names. The budget and the
+    plan equal the pristine ones in every case, the pristine planner's handling of a group that
+    holds none of its layers included: it budgets the group at 0 bytes and still emits tensors
+    for the global kv_cache_specs' layers (of other workers, held by no group of the config), on
+    which upstream's allocate_kv_cache later raises StopIteration. The seam keeps that as it is.
     """
     rng = random.Random("tkv-seam-projected-groups")
-    planned = uniform_none = uniform_part = 0
+    planned = uniform_none = foreign_tensors = uniform_part = 0
     for _ in range(NUM_CASES):
         global_groups = _random_groups(rng)
         names = [name for group in global_groups for name in group.layer_names]
@@ -291,14 +282,15 @@ def test_projected_groups_plan_as_pristine(pristine):
         assert ours == theirs, ("_get_kv_cache_bytes_per_block", groups, layout)
         ours = _outcome(patched.get_kv_cache_config_from_groups, config, groups, memory)
         theirs = _outcome(pristine.get_kv_cache_config_from_groups, config, groups, memory)
-        if theirs[0] == "returned":
-            own = _own_tensors(theirs[1])
-            theirs = ("returned", own, repr(own))
         assert ours == theirs, ("get_kv_cache_config_from_groups", groups, layout, memory)
         planned += ours[0] == "returned"
+        if ours[0] == "returned":
+            held = {name for group in groups for name in group.layer_names}
+            foreign_tensors += any(not set(t.layers) <= held for t in ours[1].kv_cache_tensors)
     assert planned > NUM_CASES // 2
-    # Both projections of a UniformTypeKVCacheSpecs group are drawn.
-    assert uniform_none > 10 and uniform_part > 10
+    # Both projections of a UniformTypeKVCacheSpecs group are drawn, and plans in which pristine
+    # emits tensors of layers no group holds are among those compared.
+    assert uniform_none > 10 and uniform_part > 10 and foreign_tensors > 10
 
 
 def test_unfused_models_plan_and_check_capacity_as_pristine(pristine, vllm_config):

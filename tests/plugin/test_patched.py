@@ -129,7 +129,26 @@ def cli_spelling():
     return {"parsed": args.attention_backend, **describe(args.create_engine_config())}
 
 
-emit(dtype_only=attempt(dtype_only), cli=attempt(cli_spelling))
+def cpu_layers():
+    # The CPU platform serves every non-MLA layer with CPU_ATTN, TURBO_ATTN named or
+    # not: a "tkv" layer is refused there, a layer skipped to "auto" gets CPU_ATTN.
+    import torch
+
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.attention.selector import get_attn_backend
+
+    config = EngineArgs(**MODEL, kv_cache_dtype="tkv").create_engine_config()
+    with set_current_vllm_config(config):
+        try:
+            get_attn_backend(16, torch.bfloat16, "tkv")
+            refusal = None
+        except ValueError as e:
+            refusal = str(e)
+        skipped = get_attn_backend(16, torch.bfloat16, "auto").get_name()
+    return {"refusal": refusal, "skipped": skipped}
+
+
+emit(dtype_only=attempt(dtype_only), cli=attempt(cli_spelling), cpu=attempt(cpu_layers))
 """
 )
 
@@ -301,7 +320,25 @@ for kv in plan_workers([dict(list(mixed.items())[:half]), dict(list(mixed.items(
         first = region.data_ptr() - raw.data_ptr()
         regions.append([name, first, first + region.numel(), raw.numel()])
     pp.append(dict(slots=get_tensor_slots(group), regions=regions))
-emit(spec=spec, uniform=uniform, fused=fused, pp=pp)
+
+# A hybrid model: two sliding-window layers beside the four full-attention layers of two
+# widths, planned with the sliding-window layers first and with a full-attention layer first.
+window = {
+    name: dataclasses.replace(custom_window, layer_name=name)
+    for name in (f"model.layers.{len(names) + i}.self_attn.attn" for i in range(2))
+}
+
+
+def plan_hybrid(specs_by_name):
+    try:
+        kv = plan(specs_by_name, 256 << 20)
+    except Exception as e:
+        return dict(raised=type(e).__name__, message=str(e))
+    return dict(groups=[[g.layer_names, g.kv_cache_spec.aggregated_layer_count] for g in kv.kv_cache_groups])
+
+
+hybrid = dict(window_first=plan_hybrid({**window, **mixed}), full_first=plan_hybrid({**mixed, **window}))
+emit(spec=spec, uniform=uniform, fused=fused, pp=pp, hybrid=hybrid)
 """
 
 BYPASS = """
@@ -433,6 +470,15 @@ def test_turbo_attn_resolved_from_tkv_dtype_and_from_cli_spelling(shared):
     assert cli["backend_path"] == TKV_BACKEND_PATH, cli
 
 
+def test_cpu_refuses_tkv_layers_instead_of_serving_them_with_cpu_attn(shared):
+    # TURBO_ATTN is named for "tkv", but the CPU platform answers CPU_ATTN for any named
+    # backend; the seam refuses that answer for a plugin dtype (v0.33.0's platform
+    # refuses it itself) instead of letting CPU_ATTN read turbo-attn's packed cache.
+    cpu = _ok(part(shared, "backend_resolution")["cpu"])
+    assert cpu["refusal"] is not None and "tkv" in cpu["refusal"], cpu
+    assert cpu["skipped"] == "CPU_ATTN", cpu
+
+
 def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity(shared):
     n = len(MIXED_BITS)
 
@@ -512,6 +558,26 @@ def test_pipeline_parallel_workers_keep_the_plugins_fused_set_and_its_layers_apa
         assert sorted(name for name, *_ in regions) == own, worker
         assert all(0 <= start < end <= size for _, start, end, size in regions), worker
         assert all(a[2] <= b[1] for a, b in zip(regions, regions[1:])), worker
+
+
+def test_hybrid_model_of_mixed_widths_plans_without_a_fused_spec(shared):
+    """turbo-attn 0.70.1 fuses only within a KV cache group. On a hybrid model (sliding-window
+    layers first, then full-attention layers of two widths) upstream's grouping separates the
+    widths before it merges a group, so every group's merge sees one width, no group is fused,
+    and the single-group rule of fused pages refuses nothing. With a full-attention layer
+    first, the plugin's own merge raises in upstream's uniformity check: it reads
+    `per_layer_offsets` of every spec it merges, which its sliding-window spec lacks."""
+    result = part(shared, "planning")
+    hybrid, names = result["hybrid"], result["spec"]["names"]
+
+    groups = hybrid["window_first"].get("groups")
+    assert groups is not None and len(groups) > 1, hybrid
+    assert all(count == 1 for _, count in groups), hybrid
+    assert sorted(name for layers, _ in groups for name in layers if name in names) == names, hybrid
+    assert hybrid["full_first"] == {
+        "raised": "AttributeError",
+        "message": "'TkvSlidingWindowSpec' object has no attribute 'per_layer_offsets'",
+    }, hybrid
 
 
 def test_recent_ring_predicts_the_kv_cache_groups_where_the_planner_has_not_moved(shared):

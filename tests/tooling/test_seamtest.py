@@ -40,12 +40,55 @@ def test_offline_hf_cache_has_config_only_snapshots(tmp_path):
     configs = tmp_path / "cfg" / "Qwen--Qwen3-0.6B"
     configs.mkdir(parents=True)
     (configs / "config.json").write_text("{}")
-    hub = build(tmp_path / "hf", tmp_path / "cfg")
+    hub = build(tmp_path / "hf", tmp_path / "cfg") / "hub"
     repo = hub / "models--Qwen--Qwen3-0.6B"
     assert (repo / "refs/main").read_text() == SNAPSHOT
     assert sorted(p.name for p in (repo / "snapshots" / SNAPSHOT).iterdir()) == ["config.json"]
     assert (repo / ".no_exist" / SNAPSHOT / "tokenizer.json").exists()
     assert (hub / "models--dummy/refs/main").exists()
+
+
+def _configs(tmp_path, text="{}"):
+    cfg = tmp_path / "cfg" / "Qwen--Qwen3-0.6B"
+    cfg.mkdir(parents=True, exist_ok=True)
+    (cfg / "config.json").write_text(text)
+    return tmp_path / "cfg"
+
+
+def test_a_second_build_leaves_the_hub_a_running_lane_reads_in_place(tmp_path):
+    """Lanes of two bases at once: the second run's build must not delete the first's hub (it did:
+    every lane removed and rebuilt hf-home/hub as it started)."""
+    configs = _configs(tmp_path)
+    home = build(tmp_path / "hf", configs)
+    held = home / "hub/models--Qwen--Qwen3-0.6B/snapshots" / SNAPSHOT / "config.json"
+    before = held.stat().st_ino
+    assert build(tmp_path / "hf", configs) == home
+    assert held.stat().st_ino == before
+    (configs / "Qwen--Qwen3-0.6B/config.json").write_text('{"x": 1}')  # new content: a new home
+    other = build(tmp_path / "hf", configs)
+    assert other != home and held.read_text() == "{}"
+    assert (
+        other / "hub/models--Qwen--Qwen3-0.6B/snapshots" / SNAPSHOT / "config.json"
+    ).read_text() == '{"x": 1}'
+
+
+def test_a_build_killed_before_its_rename_is_never_used_and_is_cleaned_next_time(tmp_path):
+    import subprocess
+    import sys
+
+    configs = _configs(tmp_path)
+    code = (
+        "import os, signal, sys; from pathlib import Path; from tkvseam.seamtest import hfcache\n"
+        "real = hfcache._fill\n"
+        "def fill(hub, found):\n    real(hub, found); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "hfcache._fill = fill; hfcache.build(Path(sys.argv[1]), Path(sys.argv[2]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "hf"), str(configs)])
+    assert proc.returncode == -9
+    assert [p.name for p in (tmp_path / "hf").iterdir() if p.name.startswith("hf-home-")] == []
+    (left,) = list((tmp_path / "hf").glob(".hf-home-*"))
+    home = build(tmp_path / "hf", configs)
+    assert (home / "hub/models--dummy/refs/main").exists() and not left.exists()
 
 
 def test_next_version_of_a_test_file_sits_beside_it():

@@ -22,8 +22,7 @@ def _runner(ctx: Context, base_name, tree, python, slots):
             f"no Python at {python}: the vLLM test venv is missing", hint=f"make venv-vllm BASE={base_name}"
         )
     work = ctx.root / "build" / "seamtest" / base_name
-    hf_home = work.parent / "hf-home"
-    build(hf_home, ctx.root / "tests" / "data" / "hf-configs")
+    hf_home = build(work.parent, ctx.root / "tests" / "data" / "hf-configs")
     return Runner(
         ctx.root,
         ctx.tree(tree, base_name),

@@ -6,11 +6,19 @@ Upstream vLLM tests name hub models (``Qwen/Qwen3-0.6B``, ``facebook/opt-125m``,
 holding only ``config.json`` (kept in tests/data/hf-configs), and ``.no_exist``
 markers tell huggingface_hub that the optional files are absent (otherwise it
 would try the network).
+
+The cache is placed once per content (``hf-home-<digest>``), built in a temporary
+directory and renamed into place, and never rebuilt in place: lanes of several bases
+running at once share it, and a run killed while building leaves only its temporary
+directory (``.hf-home-*``), which the next build removes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 SNAPSHOT = "0" * 40
@@ -35,12 +43,15 @@ def _repo(hub: Path, repo_dir: str) -> Path:
     return root
 
 
-def build(hf_home: Path, configs: Path) -> Path:
-    """(Re)build ``hf_home/hub`` from ``configs/<org>--<name>/config.json``; return the hub dir."""
-    hub = hf_home / "hub"
-    if hub.exists():
-        shutil.rmtree(hub)
-    for cfg in sorted(configs.glob("*/config.json")):
+def _digest(configs: list[Path]) -> str:
+    h = hashlib.sha256(SNAPSHOT.encode() + repr((EMPTY_REPOS, ABSENT)).encode())
+    for cfg in configs:
+        h.update(cfg.parent.name.encode() + b"\0" + cfg.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _fill(hub: Path, configs: list[Path]) -> None:
+    for cfg in configs:
         root = _repo(hub, cfg.parent.name)
         shutil.copyfile(cfg, root / "snapshots" / SNAPSHOT / "config.json")
         absent = root / ".no_exist" / SNAPSHOT
@@ -49,4 +60,34 @@ def build(hf_home: Path, configs: Path) -> Path:
             (absent / name).touch()
     for name in EMPTY_REPOS:
         _repo(hub, name)
-    return hub
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def build(parent: Path, configs: Path) -> Path:
+    """The HF_HOME holding a hub built from ``configs/<org>--<name>/config.json``, below ``parent``."""
+    found = sorted(configs.glob("*/config.json"))
+    home = parent / f"hf-home-{_digest(found)}"
+    if (home / "hub").is_dir():
+        return home
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in parent.glob(".hf-home-*-*"):  # a build killed before its rename
+        if stale.is_dir() and not stale.is_symlink() and not _alive(stale.name.split("-")[2]):
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".hf-home-{os.getpid()}-"))
+    _fill(tmp / "hub", found)
+    try:
+        tmp.rename(home)
+    except OSError:  # another run placed the same content first
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (home / "hub").is_dir():
+            raise
+    return home
