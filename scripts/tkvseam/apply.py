@@ -175,7 +175,7 @@ def apply_series(
                     ) from e
                 result = result_for(applied)
                 result.state().save(new)
-                seam.swap_in(new)
+                seam.swap_in(new, progress)
     progress.step(f"{tree}: {len(patches)} patches applied on {base.name} ({repo.commit[:12]})")
     result.seconds = time.monotonic() - started
     return result

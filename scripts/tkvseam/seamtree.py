@@ -145,16 +145,16 @@ class SeamTree:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def swap_in(self, new: Path) -> None:
+    def swap_in(self, new: Path, progress: Progress = QUIET) -> None:
         """Replace the tree by the complete tree ``new`` (same parent) with two renames.
 
-        The refs and files the old tree kept (``keep_dropped``, ``set_aside``) go over first;
-        the old tree is removed last. A crash between the renames leaves ``.<name>.old-<pid>``,
-        which ``recover`` puts back.
+        What the old tree kept (``keep_dropped``, ``set_aside``) and the user's own branches,
+        tags and stash go over first (``_carry_kept``); the old tree is removed last. A crash
+        between the renames leaves ``.<name>.old-<pid>``, which ``recover`` puts back.
         """
         old = None
         if lexists(self.path):
-            _carry_dropped(self.path, new)
+            _carry_kept(self.path, new, progress)
             old = self.path.parent / f".{self.path.name}.old-{os.getpid()}"
             os.replace(self.path, old)
         os.replace(new, self.path)
@@ -460,12 +460,39 @@ class SeamTree:
         self.save(new)
 
 
-def _carry_dropped(old: Path, new: Path) -> None:
-    """Copy the refs and files keeping dropped work from the tree being replaced into its replacement."""
+def _user_refs(tree: Path) -> list[str]:
+    """The refs of a tree that are the user's: branches and tags the tool did not make, the stash."""
+    ours = {f"refs/heads/{BRANCH}", f"refs/tags/{BASE_TAG}"}
+    found = git.refs(tree, "refs/heads/") + git.refs(tree, "refs/tags/") + git.refs(tree, "refs/stash")
+    return [r for r in found if r not in ours]
+
+
+def _carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
+    """Copy into the replacement of a tree what the tree keeps: the refs and files keeping dropped
+    work, and the user's own refs under their names. A name the new tree holds at another commit
+    (the base clone's own branch after a new base) keeps the old one under ``DROPPED_REFS`` (said),
+    unless it is the old base's (nothing of the user's on it)."""
     if not (old / ".git").is_dir():
         return
-    if git.refs(old, DROPPED_REFS):
-        git.fetch(new, old, f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*")
+    specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.refs(old, DROPPED_REFS) else []
+    old_base = git.resolve(old, f"{BASE_TAG}^{{commit}}")
+    renamed, prefix = [], f"{DROPPED_REFS}/{stamp()}"
+    for ref in _user_refs(old):
+        theirs = git.resolve(new, ref)
+        if theirs is None:
+            specs.append(f"{ref}:{ref}")
+        elif theirs != git.resolve(old, ref) and not (
+            old_base and git.is_ancestor(old, f"{ref}^{{commit}}", old_base)
+        ):
+            specs.append(f"{ref}:{prefix}/{ref.removeprefix('refs/')}")
+            renamed.append(f"{ref} -> {prefix}/{ref.removeprefix('refs/')}")
+    if specs:
+        git.fetch(new, old, *specs)
+    if renamed:
+        progress.warn(
+            "the new tree uses these names for other commits; the old ones are kept in:\n    "
+            + "\n    ".join(renamed)
+        )
     kept = old / ".git" / DROPPED_DIR
     if kept.is_dir():
         shutil.copytree(kept, new / ".git" / DROPPED_DIR, dirs_exist_ok=True, symlinks=True)

@@ -49,6 +49,7 @@ from .repo import (
     tag,
     update_ref,
     attach_head,
+    is_ancestor,
     refs,
     branch,
     show,
@@ -182,5 +183,6 @@ __all__ = [
     "update_index",
     "update_ref",
     "attach_head",
+    "is_ancestor",
     "write_tree",
 ]

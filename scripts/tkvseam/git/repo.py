@@ -128,6 +128,11 @@ def attach_head(repo: Path, ref: str) -> None:
     run(repo, "symbolic-ref", "HEAD", ref)
 
 
+def is_ancestor(repo: Path, rev: str, of: str) -> bool:
+    """``rev`` is ``of`` or one of its ancestors."""
+    return run(repo, "merge-base", "--is-ancestor", rev, of, check=False).returncode == 0
+
+
 def refs(repo: Path, prefix: str) -> list[str]:
     """The full names of the refs under ``prefix``."""
     return out(repo, "for-each-ref", "--format=%(refname)", prefix).split()

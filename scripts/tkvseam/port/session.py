@@ -139,7 +139,7 @@ class PortSession:
                     (built.path / ".git" / QUEUE_COPY / rel).parent.mkdir(parents=True, exist_ok=True)
                     (built.path / ".git" / QUEUE_COPY / rel).write_bytes(series.path(name).read_bytes())
                 state.save(built.path)  # in the tree before the tree is in place: never a tree without it
-                self.seam.swap_in(built.path)  # a finished port of ours holding nothing new (checked above)
+                self.seam.swap_in(built.path, self.progress)  # a finished port of ours holding nothing new (checked above)
             self._advance(state)
             return self._finish(state, force)
 

@@ -1,0 +1,57 @@
+"""apply over checkouts a user made in the tree: their own branches, an unborn HEAD, a `seam/...` name."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from tkvseam import git
+
+from .conftest import message
+from .test_apply import make_two_patches
+
+
+def _edit_patch_2(project):
+    p = project.root / "patches/0002-add-mul.patch"
+    p.write_text(p.read_text().replace("return a * b", "return b * a"))
+
+
+def _branch_of_mine(project, name="mine") -> str:
+    """A branch of the user's holding a commit that is in no patch; HEAD back on seam."""
+    git.run(project.tree, "checkout", "-q", "-b", name)
+    project.commit_in_tree("vllm/mine.py", "z = 3\n", message("mine", "my commit"))
+    git.run(project.tree, "checkout", "-q", "seam")
+    return git.out(project.tree, "rev-parse", name)
+
+
+@pytest.mark.parametrize("how", ["force-untracked", "new-base"])
+def test_a_branch_of_the_users_survives_a_tree_rebuilt_aside(project, upstream, how):
+    """A tree rebuilt in a scratch directory and swapped in kept only the tool's refs: the user's own
+    branch (a commit in no patch) and tag were gone with the old tree, with and without --force."""
+    make_two_patches(project)
+    project.apply("--force")
+    mine = _branch_of_mine(project)
+    git.run(project.tree, "tag", "my-tag", mine)
+    if how == "force-untracked":  # an untracked file + --force: built aside
+        (project.tree / "scratch.txt").write_text("x\n")
+        _edit_patch_2(project)
+        project.apply("--force")
+    else:  # another base commit (the git source): built aside, no --force needed
+        project.apply("--git", str(upstream.root))
+    assert git.out(project.tree, "rev-parse", "refs/heads/mine") == mine
+    assert git.out(project.tree, "rev-parse", "refs/tags/my-tag") == mine
+    assert git.branch(project.tree) == "refs/heads/seam"
+
+
+def test_a_carried_branch_whose_name_the_new_tree_uses_is_kept_in_a_ref_it_names(project, upstream):
+    """The git source's clone has its own `main`: the user's `main` of the sdist tree goes to a kept ref."""
+    make_two_patches(project)
+    project.apply("--force")
+    mine = _branch_of_mine(project, "main")
+    res = project.apply("--git", str(upstream.root))
+    kept = [
+        r for r in git.refs(project.tree, "refs/tkv-seam/dropped/") if git.rev_parse(project.tree, r) == mine
+    ]
+    assert len(kept) == 1 and kept[0] in res.stderr
+    assert git.rev_parse(project.tree, "refs/heads/main") != mine  # the git source's own
+    assert not [r for r in git.refs(project.tree, "refs/tkv-seam/dropped/") if r.endswith("/heads/base")]
