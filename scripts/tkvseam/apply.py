@@ -122,6 +122,8 @@ def apply_series(
     with seam.locked(progress):
         dropped = []
         found = seam.load()
+        if found:  # a `seam/...` branch of the user's: refused before anything moves
+            seam.refuse_blocked_branch(hints.rerun("apply", root, base.name, tree))
         if found and found.pending:
             dropped.append(seam.finish_pending_switch(found, force, progress))
         state, ref = seam.check_replaceable(

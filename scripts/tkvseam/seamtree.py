@@ -262,6 +262,7 @@ class SeamTree:
                 f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}",
                 hint=f"finish it first: {self._rerun('apply', state.base)}",
             )
+        self.put_back_unborn_head(state, force, rerun, force_hint)
         work = self.user_work(state)
         if not work:
             return state, None
@@ -276,6 +277,42 @@ class SeamTree:
             hint=f"keep it: commit it, then `{self._rerun('refresh', state.base)}`"
             + (f"; drop it: {force_hint} (lists it and keeps it in a ref)" if force_hint else "")
             + f"; or `{move}`, then {rerun}",
+        )
+
+    def refuse_blocked_branch(self, rerun: str) -> None:
+        """Refuse (exit 5, nothing changed) when a branch of the user's is named ``seam/...``: git
+        then cannot write the tool's branch ``seam``, and a switch would stop half done."""
+        blocking = [r.removeprefix("refs/heads/") for r in git.refs(self.path, f"refs/heads/{BRANCH}/")]
+        if not blocking:
+            return
+        name = blocking[0]
+        raise RefusedError(
+            f"{self.path}: the branch {', '.join(blocking)} blocks the branch `{BRANCH}` tkv-seam moves "
+            f"(git cannot hold both {BRANCH} and {BRANCH}/...); nothing was changed",
+            hint=f"rename it (each): `{hints.shell('git', '-C', self.path, 'branch', '-m', name, name.replace('/', '-'))}`, "
+            f"then {rerun}",
+        )
+
+    def put_back_unborn_head(self, state: TreeState, force: bool, rerun: str, force_hint: str | None) -> None:
+        """HEAD on a branch with no commits (``git checkout --orphan``, a symbolic ref to a missing
+        branch): refused, naming it (exit 5); ``force`` points HEAD at the recorded head first (the
+        files and the index stay: what differs is then the user's work, kept by the usual rule)."""
+        if git.resolve(self.path, "HEAD") is not None:
+            return
+        if force and force_hint:
+            git.run(self.path, "update-ref", "--no-deref", "HEAD", state.head)
+            return
+        seam = f"refs/heads/{BRANCH}"
+        back = (
+            hints.shell("git", "-C", self.path, "symbolic-ref", "HEAD", seam)
+            if git.resolve(self.path, seam)
+            else hints.shell("git", "-C", self.path, "update-ref", "--no-deref", "HEAD", state.head)
+        )
+        raise RefusedError(
+            f"{self.path}: HEAD is on {git.branch(self.path)}, a branch with no commits (not the recorded "
+            f"{state.head[:12]}); nothing was changed",
+            hint=f"put HEAD back (your files and index stay; they then show as changes): `{back}`, then {rerun}"
+            + (f"; or {force_hint} (does that, then keeps what differs in a ref)" if force_hint else ""),
         )
 
     def _rerun(self, verb: str, base: str, force: bool = False) -> str:
@@ -401,6 +438,9 @@ class SeamTree:
 
     def finish_pending_switch(self, state: TreeState, force: bool, progress: Progress) -> str | None:
         """Finish an interrupted in-place switch, never over work added since; return a kept ref."""
+        rerun = f"`{self._rerun('apply', state.base)}`"
+        self.refuse_blocked_branch(rerun)
+        self.put_back_unborn_head(state, force, rerun, f"`{self._rerun('apply', state.base, True)}`")
         work = self._pending_work(state)
         ref = None
         if work and not force:

@@ -55,3 +55,43 @@ def test_a_carried_branch_whose_name_the_new_tree_uses_is_kept_in_a_ref_it_names
     assert len(kept) == 1 and kept[0] in res.stderr
     assert git.rev_parse(project.tree, "refs/heads/main") != mine  # the git source's own
     assert not [r for r in git.refs(project.tree, "refs/tkv-seam/dropped/") if r.endswith("/heads/base")]
+
+
+def test_a_branch_named_under_seam_is_refused_before_anything_moves(project):
+    """`git branch -m seam seam/old`: refs/heads/seam could not be written, so the switch failed
+    after the files moved (exit 1, half-switched) and every later apply failed in its reset."""
+    make_two_patches(project)
+    project.apply("--force")
+    head = git.head(project.tree)
+    git.run(project.tree, "branch", "-m", "seam", "seam/old")
+    _edit_patch_2(project)
+    err = project.apply(expect=5).stderr
+    assert "seam/old" in err and "git -C" in err and "branch -m" in err
+    assert git.branch(project.tree) == "refs/heads/seam/old" and git.head(project.tree) == head
+    assert git.status_porcelain(project.tree) == []
+    git.run(project.tree, "branch", "-m", "seam/old", "old-seam")  # what the hint says
+    project.apply()
+    assert git.branch(project.tree) == "refs/heads/seam"
+    assert git.rev_parse(project.tree, "old-seam") == head
+
+
+@pytest.mark.parametrize("how", ["orphan", "missing-branch"])
+def test_an_unborn_head_is_refused_naming_it_and_force_puts_it_back(project, how):
+    """HEAD on a branch with no commits (`git checkout --orphan`, a symbolic ref to a missing branch):
+    apply failed with git's 'ambiguous argument HEAD' (exit 1), also with --force."""
+    make_two_patches(project)
+    project.apply("--force")
+    if how == "orphan":
+        git.run(project.tree, "checkout", "-q", "--orphan", "fresh")
+    else:
+        git.run(project.tree, "symbolic-ref", "HEAD", "refs/heads/nope")
+    (project.tree / "notes.txt").write_text("mine\n")
+    _edit_patch_2(project)
+    err = project.apply(expect=5).stderr
+    assert "no commits" in err and "FORCE=1" in err and "symbolic-ref HEAD refs/heads/seam" in err
+    res = project.apply("--force")
+    (ref,) = [r for r in git.refs(project.tree, "refs/tkv-seam/dropped/") if r in res.stderr]
+    assert git.out(project.tree, "show", f"{ref}:notes.txt") == "mine"
+    assert git.branch(project.tree) == "refs/heads/seam"
+    assert git.status_porcelain(project.tree) == []
+    assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()

@@ -113,6 +113,8 @@ class PortSession:
         refuse_direction(from_base, self.to_base)
         with self.seam.locked(self.progress):
             self.seam.check_replaceable((Kind.PORT,), "tkv-seam port", rerun=self._cmd("start"))
+            if self.seam.load():  # the port tree's branch is `seam`: a `seam/...` branch blocks it
+                self.seam.refuse_blocked_branch(self._cmd("start"))
             series = read_series(self.root, from_base.queue, from_base.name)
             series.load()  # every patch parses before anything is made
             old, _ = base_repo(from_base, self.cache, progress=self.progress)
@@ -139,7 +141,9 @@ class PortSession:
                     (built.path / ".git" / QUEUE_COPY / rel).parent.mkdir(parents=True, exist_ok=True)
                     (built.path / ".git" / QUEUE_COPY / rel).write_bytes(series.path(name).read_bytes())
                 state.save(built.path)  # in the tree before the tree is in place: never a tree without it
-                self.seam.swap_in(built.path, self.progress)  # a finished port of ours holding nothing new (checked above)
+                self.seam.swap_in(
+                    built.path, self.progress
+                )  # a finished port of ours holding nothing new (checked above)
             self._advance(state)
             return self._finish(state, force)
 
