@@ -48,9 +48,10 @@ class UserWork:
     dirty: list[tuple[str, str]] = field(default_factory=list)  # (status, path)
     commits: list[tuple[str, str]] = field(default_factory=list)  # (id, subject), newest first
     moved_head: str | None = None  # HEAD, when it is not the recorded one
+    moved_seam: str | None = None  # the seam branch, when HEAD is elsewhere and it holds commits of its own
 
     def __bool__(self) -> bool:
-        return bool(self.dirty or self.moved_head)
+        return bool(self.dirty or self.moved_head or self.moved_seam)
 
     def describe(self, limit: int = 20) -> str:
         """Lines naming the files and commits (id + subject), for a refusal or a --force warning."""
@@ -65,6 +66,8 @@ class UserWork:
             out += [f"    {c[:12]} {subject}" for c, subject in self.commits[:limit]]
         elif self.moved_head:
             out.append(f"HEAD moved to {self.moved_head[:12]} (not the recorded result)")
+        if self.moved_seam:
+            out.append(f"the branch {BRANCH} (HEAD is not on it) moved to {self.moved_seam[:12]}")
         return "\n".join(out)
 
 
@@ -195,11 +198,14 @@ class SeamTree:
         """Uncommitted files and commits in the tree that its recorded state does not hold."""
         work = self.uncommitted()
         head = self.head()
-        if head not in (state.head, *expected_heads):
+        known = [h for h in (state.head, *expected_heads) if h]
+        if head not in known:
             work.moved_head = head
-            work.commits = git.subjects(
-                self.path, head, *(f"^{h}" for h in (state.head, *expected_heads) if h)
-            )
+            work.commits = git.subjects(self.path, head, *(f"^{h}" for h in known))
+        seam = git.resolve(self.path, f"refs/heads/{BRANCH}")
+        if seam and git.branch(self.path) != f"refs/heads/{BRANCH}" and seam not in (*known, head):
+            work.commits += git.subjects(self.path, seam, f"^{head}", *(f"^{h}" for h in known))
+            work.moved_seam = seam
         return work
 
     def check_replaceable(
@@ -262,6 +268,7 @@ class SeamTree:
                 f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}",
                 hint=f"finish it first: {self._rerun('apply', state.base)}",
             )
+        self.refuse_linked_worktrees(rerun)
         self.put_back_unborn_head(state, force, rerun, force_hint)
         work = self.user_work(state)
         if not work:
@@ -290,6 +297,21 @@ class SeamTree:
             f"{self.path}: the branch {', '.join(blocking)} blocks the branch `{BRANCH}` tkv-seam moves "
             f"(git cannot hold both {BRANCH} and {BRANCH}/...); nothing was changed",
             hint=f"rename it (each): `{hints.shell('git', '-C', self.path, 'branch', '-m', name, name.replace('/', '-'))}`, "
+            f"then {rerun}",
+        )
+
+    def refuse_linked_worktrees(self, rerun: str) -> None:
+        """Refuse (exit 5, nothing changed) a tree with worktrees linked to it (``git worktree add``):
+        a switch moves ``seam`` under the one that has it checked out, and a tree replaced or removed
+        takes their git data (.git/worktrees) with it."""
+        linked = git.linked_worktrees(self.path)
+        if not linked:
+            return
+        shown = "\n".join(f"    {path} ({branch or 'detached'})" for path, branch in linked)
+        raise RefusedError(
+            f"{self.path} has worktrees linked to it; tkv-seam would move their branch or drop their git "
+            f"data; nothing was changed:\n{shown}",
+            hint=f"commit what they hold, then unlink each: `{hints.shell('git', '-C', self.path, 'worktree', 'remove', linked[0][0])}`, "
             f"then {rerun}",
         )
 
@@ -360,6 +382,13 @@ class SeamTree:
         """
         head = self.head()
         commit = git.snapshot_worktree(self.path, f"tkv-seam: kept before {reason}\n") if work.dirty else head
+        if work.moved_seam:  # one ref reaching both: a commit of the same files on HEAD's and seam's
+            commit = git.commit_tree(
+                self.path,
+                git.tree_of(self.path, commit),
+                [commit, work.moved_seam],
+                f"tkv-seam: kept before {reason} (second parent: the branch {BRANCH})\n",
+            )
         ref = f"{DROPPED_REFS}/{stamp()}"
         git.update_ref(self.path, ref, commit)
         return ref
@@ -440,6 +469,7 @@ class SeamTree:
         """Finish an interrupted in-place switch, never over work added since; return a kept ref."""
         rerun = f"`{self._rerun('apply', state.base)}`"
         self.refuse_blocked_branch(rerun)
+        self.refuse_linked_worktrees(rerun)
         self.put_back_unborn_head(state, force, rerun, f"`{self._rerun('apply', state.base, True)}`")
         work = self._pending_work(state)
         ref = None

@@ -95,3 +95,36 @@ def test_an_unborn_head_is_refused_naming_it_and_force_puts_it_back(project, how
     assert git.branch(project.tree) == "refs/heads/seam"
     assert git.status_porcelain(project.tree) == []
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
+
+
+def test_commits_on_seam_are_kept_when_head_is_on_another_branch(project):
+    """HEAD on a branch of the user's at the recorded head, their commit on `seam`: the switch
+    moved `seam` to the new head, and the commit was in no ref."""
+    make_two_patches(project)
+    project.apply("--force")
+    git.run(project.tree, "branch", "mine")
+    project.commit_in_tree("vllm/mine.py", "z = 3\n", message("mine", "my commit"))
+    mine = git.head(project.tree)
+    git.run(project.tree, "checkout", "-q", "mine")
+    _edit_patch_2(project)
+    err = project.apply(expect=5).stderr
+    assert "mine: my commit" in err and git.rev_parse(project.tree, "seam") == mine
+    res = project.apply("--force")
+    kept = [r for r in git.refs(project.tree, "refs/tkv-seam/dropped/") if r in res.stderr]
+    assert len(kept) == 1 and git.is_ancestor(project.tree, mine, kept[0])
+    assert git.branch(project.tree) == "refs/heads/seam"
+
+
+def test_seam_checked_out_in_a_linked_worktree_is_refused(project, tmp_path):
+    """`git worktree add ../other seam` from the tree: the switch moved `seam` under that checkout
+    (its files then showed as changes against the new head) and attached a second HEAD to it."""
+    make_two_patches(project)
+    project.apply("--force")
+    git.run(project.tree, "checkout", "-q", "-b", "mine")
+    other = tmp_path / "other"
+    git.run(project.tree, "worktree", "add", "-q", str(other), "seam")
+    head = git.head(other)
+    _edit_patch_2(project)
+    err = project.apply(expect=5).stderr
+    assert str(other) in err and "worktree" in err
+    assert git.head(other) == head and git.status_porcelain(other) == []

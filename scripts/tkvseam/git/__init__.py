@@ -50,6 +50,7 @@ from .repo import (
     update_ref,
     attach_head,
     is_ancestor,
+    linked_worktrees,
     refs,
     branch,
     show,
@@ -184,5 +185,6 @@ __all__ = [
     "update_ref",
     "attach_head",
     "is_ancestor",
+    "linked_worktrees",
     "write_tree",
 ]

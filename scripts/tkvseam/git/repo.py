@@ -133,6 +133,16 @@ def is_ancestor(repo: Path, rev: str, of: str) -> bool:
     return run(repo, "merge-base", "--is-ancestor", rev, of, check=False).returncode == 0
 
 
+def linked_worktrees(repo: Path) -> list[tuple[str, str | None]]:
+    """(path, branch or None) of each worktree ``git worktree add`` linked to ``repo`` (not itself)."""
+    found: list[tuple[str, str | None]] = []
+    for block in out(repo, "worktree", "list", "--porcelain").split("\n\n")[1:]:  # the first: repo
+        lines = dict(line.split(" ", 1) if " " in line else (line, "") for line in block.splitlines())
+        if "worktree" in lines:
+            found.append((lines["worktree"], lines.get("branch")))
+    return found
+
+
 def refs(repo: Path, prefix: str) -> list[str]:
     """The full names of the refs under ``prefix``."""
     return out(repo, "for-each-ref", "--format=%(refname)", prefix).split()
