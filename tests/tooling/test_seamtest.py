@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
+
+from tkvseam.errors import RefusedError
 
 from tkvseam.seamtest.bisect import BisectRow
 from tkvseam.seamtest.hfcache import SNAPSHOT, build
@@ -286,3 +291,59 @@ def test_plugin_lane_runs_every_guard_with_the_plugin_loaded(tmp_path, monkeypat
     assert report.data["results"]["guards"] == {"g.py::x": "passed", "g.py::y": "failed"}
     done[plugin.GUARDS_JOB].rows["g.py::y[2]"] = passed
     assert lane.report(r, done).ok
+
+
+@pytest.mark.parametrize("what", ["file", "dangling-link", "link-to-a-hub", "dir-without-hub"])
+def test_a_home_the_tool_did_not_place_is_refused_naming_it(tmp_path, what):
+    """hf-home-<digest> made by hand: a file or a dangling link failed with a bare 'Not a directory'
+    (exit 1); a link to another directory holding an (empty) hub/ was used as the lanes' HF_HOME."""
+    configs = _configs(tmp_path)
+    home = build(tmp_path / "hf", configs)
+    shutil.rmtree(home)
+    if what == "file":
+        home.write_text("x")
+    elif what == "dangling-link":
+        home.symlink_to(tmp_path / "nowhere")
+    elif what == "link-to-a-hub":
+        (tmp_path / "elsewhere/hub").mkdir(parents=True)
+        home.symlink_to(tmp_path / "elsewhere")
+    else:
+        (home / "notes").mkdir(parents=True)
+    with pytest.raises(RefusedError) as e:
+        build(tmp_path / "hf", configs)
+    assert str(home) in e.value.message and "mv " in e.value.hint
+    assert not list((tmp_path / "hf").glob(".hf-home-*"))  # its own temporary directory is gone
+
+
+def test_builds_at_once_in_real_processes_share_one_home(tmp_path):
+    import subprocess
+    import sys
+
+    configs = _configs(tmp_path)
+    code = (
+        "import sys; from pathlib import Path; from tkvseam.seamtest.hfcache import build\n"
+        "print(build(Path(sys.argv[1]), Path(sys.argv[2])))\n"
+    )
+    argv = [sys.executable, "-c", code, str(tmp_path / "hf"), str(configs)]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    homes = {p.communicate()[0].strip() for p in procs}
+    assert [p.returncode for p in procs] == [0] * 4 and len(homes) == 1
+    assert not list((tmp_path / "hf").glob(".hf-home-*"))
+
+
+def test_a_temporary_home_of_a_live_build_is_left_and_of_a_dead_one_removed(tmp_path):
+    import subprocess
+
+    parent = tmp_path / "hf"
+    parent.mkdir()
+    live = subprocess.Popen(["sleep", "60"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        (parent / f".hf-home-{live.pid}-abcdefgh").mkdir()
+        (parent / f".hf-home-{dead.pid}-abcdefgh").mkdir()
+        build(parent, _configs(tmp_path))
+        assert [p.name for p in parent.glob(".hf-home-*")] == [f".hf-home-{live.pid}-abcdefgh"]
+    finally:
+        live.kill()
+        live.wait()

@@ -10,7 +10,8 @@ would try the network).
 The cache is placed once per content (``hf-home-<digest>``), built in a temporary
 directory and renamed into place, and never rebuilt in place: lanes of several bases
 running at once share it, and a run killed while building leaves only its temporary
-directory (``.hf-home-*``), which the next build removes.
+directory (``.hf-home-*``), which the next build removes. A home it did not place (a file,
+a symlink, a directory without ``hub/``) is refused, never used or replaced.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from ..errors import RefusedError
+from ..fsutil import lexists
+from ..hints import shell
 
 SNAPSHOT = "0" * 40
 EMPTY_REPOS = ("m", "dummy", "test")
@@ -72,10 +77,26 @@ def _alive(pid: str) -> bool:
     return True
 
 
+def _refuse_foreign(home: Path) -> None:
+    """A home at the name tkv-seam places that it did not place: refused, naming it."""
+    if home.is_symlink():
+        what = f"a symlink (to {os.readlink(home)})"
+    elif not home.is_dir():
+        what = "a file"
+    else:
+        what = "a directory without hub/"
+    raise RefusedError(
+        f"{home} is {what}, not an offline HF cache tkv-seam placed; it was neither used nor changed",
+        hint=f"{shell('mv', home, f'{home}.mine')}, then run the command again",
+    )
+
+
 def build(parent: Path, configs: Path) -> Path:
     """The HF_HOME holding a hub built from ``configs/<org>--<name>/config.json``, below ``parent``."""
     found = sorted(configs.glob("*/config.json"))
     home = parent / f"hf-home-{_digest(found)}"
+    if lexists(home) and (home.is_symlink() or not (home / "hub").is_dir()):
+        _refuse_foreign(home)
     if (home / "hub").is_dir():
         return home
     parent.mkdir(parents=True, exist_ok=True)
@@ -83,11 +104,13 @@ def build(parent: Path, configs: Path) -> Path:
         if stale.is_dir() and not stale.is_symlink() and not _alive(stale.name.split("-")[2]):
             shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".hf-home-{os.getpid()}-"))
-    _fill(tmp / "hub", found)
     try:
+        _fill(tmp / "hub", found)
         tmp.rename(home)
-    except OSError:  # another run placed the same content first
+    except OSError:  # another run placed the same content first (or the fill failed)
         shutil.rmtree(tmp, ignore_errors=True)
+        if lexists(home) and (home.is_symlink() or not (home / "hub").is_dir()):
+            _refuse_foreign(home)
         if not (home / "hub").is_dir():
             raise
     return home
