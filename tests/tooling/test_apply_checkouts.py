@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 
+import json
+
 import pytest
 
 from tkvseam import git
 
-from .conftest import message
+from .conftest import NAME, message
 from .test_apply import make_two_patches
 
 
@@ -128,3 +130,27 @@ def test_seam_checked_out_in_a_linked_worktree_is_refused(project, tmp_path):
     err = project.apply(expect=5).stderr
     assert str(other) in err and "worktree" in err
     assert git.head(other) == head and git.status_porcelain(other) == []
+
+
+@pytest.mark.parametrize("target", ["switch_worktree", "update_ref", "attach_head"])
+@pytest.mark.parametrize("where", ["detached", "mine"])
+def test_a_switch_killed_at_each_step_from_another_checkout_is_finished_on_seam(
+    project, crash_at, target, where
+):
+    """Killed (SIGKILL) right after each step of the switch: the next apply ends on `seam` at the new
+    head, clean, the user's branch where it was; refresh then writes the queue the tree holds."""
+    make_two_patches(project)
+    project.apply("--force")
+    git.run(project.tree, "checkout", "-q", *(["--detach"] if where == "detached" else ["-b", "mine"]))
+    before = git.head(project.tree)
+    _edit_patch_2(project)
+    when = None if target == "switch_worktree" else "refs/heads/seam"
+    crash_at(f"tkvseam.git.{target}", *project.argv("apply", "--base", NAME), after=True, when=when)
+    out = json.loads(project.apply("--json").output)
+    assert git.branch(project.tree) == "refs/heads/seam" and git.head(project.tree) == out["head"]
+    assert git.status_porcelain(project.tree) == []
+    if where == "mine":
+        assert git.rev_parse(project.tree, "mine") == before
+    project.refresh()
+    assert "return b * a" in (project.root / "patches/0002-add-mul.patch").read_text()
+    assert {r["status"] for r in json.loads(project.refresh("--json").output)} == {"unchanged"}
