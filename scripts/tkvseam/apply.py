@@ -25,6 +25,7 @@ from .commits import CorruptObject, commit_series
 from .errors import VerifyError
 from .patch import Patch
 from .progress import QUIET, Progress
+from .checkouts import refuse_blocked_branch
 from .seamtree import BASE_TAG, BRANCH, SeamTree
 from .series import Series, read_series
 from .state import AppliedPatch, Kind, TreeState
@@ -123,7 +124,7 @@ def apply_series(
         dropped = []
         found = seam.load()
         if found:  # a `seam/...` branch of the user's: refused before anything moves
-            seam.refuse_blocked_branch(hints.rerun("apply", root, base.name, tree))
+            refuse_blocked_branch(tree, hints.rerun("apply", root, base.name, tree))
         if found and found.pending:
             dropped.append(seam.finish_pending_switch(found, force, progress))
         state, ref = seam.check_replaceable(

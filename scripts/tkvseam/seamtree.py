@@ -31,11 +31,19 @@ from .fsutil import describe_dir, lexists, stamp
 from .lock import locked, tree_lock_path
 from .progress import QUIET, Progress
 from .state import LEGACY_PORT_STATE, STATE, Kind, TreeState
+from .checkouts import (
+    BASE_TAG,
+    BRANCH,
+    DROPPED_DIR,
+    DROPPED_REFS,
+    carry_kept,
+    put_back_unborn_head,
+    refuse_blocked_branch,
+    refuse_linked_worktrees,
+)
 
-BRANCH = "seam"
-BASE_TAG = "tkv-seam-base"
-DROPPED_REFS = "refs/tkv-seam/dropped"  # refs keeping what the tool dropped from a tree
-DROPPED_DIR = "tkv-seam-dropped"  # in the tree's .git: files the tool set aside or backed up
+__all__ = ["BASE_TAG", "BRANCH", "DROPPED_DIR", "DROPPED_REFS", "SeamTree", "UserWork", "legacy_port_state"]
+
 _SCRATCH = re.compile(r"\.tmp-[a-z0-9_]{8}")
 _STAMP = re.compile(r"\d{8}T\d{6}Z-\d+-\d+")  # fsutil.stamp()
 
@@ -157,7 +165,7 @@ class SeamTree:
         """
         old = None
         if lexists(self.path):
-            _carry_kept(self.path, new, progress)
+            carry_kept(self.path, new, progress)
             old = self.path.parent / f".{self.path.name}.old-{os.getpid()}"
             os.replace(self.path, old)
         os.replace(new, self.path)
@@ -268,8 +276,8 @@ class SeamTree:
                 f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}",
                 hint=f"finish it first: {self._rerun('apply', state.base)}",
             )
-        self.refuse_linked_worktrees(rerun)
-        self.put_back_unborn_head(state, force, rerun, force_hint)
+        refuse_linked_worktrees(self.path, rerun)
+        put_back_unborn_head(self.path, state.head, force, rerun, force_hint)
         work = self.user_work(state)
         if not work:
             return state, None
@@ -284,57 +292,6 @@ class SeamTree:
             hint=f"keep it: commit it, then `{self._rerun('refresh', state.base)}`"
             + (f"; drop it: {force_hint} (lists it and keeps it in a ref)" if force_hint else "")
             + f"; or `{move}`, then {rerun}",
-        )
-
-    def refuse_blocked_branch(self, rerun: str) -> None:
-        """Refuse (exit 5, nothing changed) when a branch of the user's is named ``seam/...``: git
-        then cannot write the tool's branch ``seam``, and a switch would stop half done."""
-        blocking = [r.removeprefix("refs/heads/") for r in git.refs(self.path, f"refs/heads/{BRANCH}/")]
-        if not blocking:
-            return
-        name = blocking[0]
-        raise RefusedError(
-            f"{self.path}: the branch {', '.join(blocking)} blocks the branch `{BRANCH}` tkv-seam moves "
-            f"(git cannot hold both {BRANCH} and {BRANCH}/...); nothing was changed",
-            hint=f"rename it (each): `{hints.shell('git', '-C', self.path, 'branch', '-m', name, name.replace('/', '-'))}`, "
-            f"then {rerun}",
-        )
-
-    def refuse_linked_worktrees(self, rerun: str) -> None:
-        """Refuse (exit 5, nothing changed) a tree with worktrees linked to it (``git worktree add``):
-        a switch moves ``seam`` under the one that has it checked out, and a tree replaced or removed
-        takes their git data (.git/worktrees) with it."""
-        linked = git.linked_worktrees(self.path)
-        if not linked:
-            return
-        shown = "\n".join(f"    {path} ({branch or 'detached'})" for path, branch in linked)
-        raise RefusedError(
-            f"{self.path} has worktrees linked to it; tkv-seam would move their branch or drop their git "
-            f"data; nothing was changed:\n{shown}",
-            hint=f"commit what they hold, then unlink each: `{hints.shell('git', '-C', self.path, 'worktree', 'remove', linked[0][0])}`, "
-            f"then {rerun}",
-        )
-
-    def put_back_unborn_head(self, state: TreeState, force: bool, rerun: str, force_hint: str | None) -> None:
-        """HEAD on a branch with no commits (``git checkout --orphan``, a symbolic ref to a missing
-        branch): refused, naming it (exit 5); ``force`` points HEAD at the recorded head first (the
-        files and the index stay: what differs is then the user's work, kept by the usual rule)."""
-        if git.resolve(self.path, "HEAD") is not None:
-            return
-        if force and force_hint:
-            git.run(self.path, "update-ref", "--no-deref", "HEAD", state.head)
-            return
-        seam = f"refs/heads/{BRANCH}"
-        back = (
-            hints.shell("git", "-C", self.path, "symbolic-ref", "HEAD", seam)
-            if git.resolve(self.path, seam)
-            else hints.shell("git", "-C", self.path, "update-ref", "--no-deref", "HEAD", state.head)
-        )
-        raise RefusedError(
-            f"{self.path}: HEAD is on {git.branch(self.path)}, a branch with no commits (not the recorded "
-            f"{state.head[:12]}); nothing was changed",
-            hint=f"put HEAD back (your files and index stay; they then show as changes): `{back}`, then {rerun}"
-            + (f"; or {force_hint} (does that, then keeps what differs in a ref)" if force_hint else ""),
         )
 
     def _rerun(self, verb: str, base: str, force: bool = False) -> str:
@@ -468,9 +425,11 @@ class SeamTree:
     def finish_pending_switch(self, state: TreeState, force: bool, progress: Progress) -> str | None:
         """Finish an interrupted in-place switch, never over work added since; return a kept ref."""
         rerun = f"`{self._rerun('apply', state.base)}`"
-        self.refuse_blocked_branch(rerun)
-        self.refuse_linked_worktrees(rerun)
-        self.put_back_unborn_head(state, force, rerun, f"`{self._rerun('apply', state.base, True)}`")
+        refuse_blocked_branch(self.path, rerun)
+        refuse_linked_worktrees(self.path, rerun)
+        put_back_unborn_head(
+            self.path, state.head, force, rerun, f"`{self._rerun('apply', state.base, True)}`"
+        )
         work = self._pending_work(state)
         ref = None
         if work and not force:
@@ -528,44 +487,6 @@ class SeamTree:
         git.attach_head(self.path, f"refs/heads/{BRANCH}")  # HEAD was detached or another branch
         new.pending, new.switch_from = False, None
         self.save(new)
-
-
-def _user_refs(tree: Path) -> list[str]:
-    """The refs of a tree that are the user's: branches and tags the tool did not make, the stash."""
-    ours = {f"refs/heads/{BRANCH}", f"refs/tags/{BASE_TAG}"}
-    found = git.refs(tree, "refs/heads/") + git.refs(tree, "refs/tags/") + git.refs(tree, "refs/stash")
-    return [r for r in found if r not in ours]
-
-
-def _carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
-    """Copy into the replacement of a tree what the tree keeps: the refs and files keeping dropped
-    work, and the user's own refs under their names. A name the new tree holds at another commit
-    (the base clone's own branch after a new base) keeps the old one under ``DROPPED_REFS`` (said),
-    unless it is the old base's (nothing of the user's on it)."""
-    if not (old / ".git").is_dir():
-        return
-    specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.refs(old, DROPPED_REFS) else []
-    old_base = git.resolve(old, f"{BASE_TAG}^{{commit}}")
-    renamed, prefix = [], f"{DROPPED_REFS}/{stamp()}"
-    for ref in _user_refs(old):
-        theirs = git.resolve(new, ref)
-        if theirs is None:
-            specs.append(f"{ref}:{ref}")
-        elif theirs != git.resolve(old, ref) and not (
-            old_base and git.is_ancestor(old, f"{ref}^{{commit}}", old_base)
-        ):
-            specs.append(f"{ref}:{prefix}/{ref.removeprefix('refs/')}")
-            renamed.append(f"{ref} -> {prefix}/{ref.removeprefix('refs/')}")
-    if specs:
-        git.fetch(new, old, *specs)
-    if renamed:
-        progress.warn(
-            "the new tree uses these names for other commits; the old ones are kept in:\n    "
-            + "\n    ".join(renamed)
-        )
-    kept = old / ".git" / DROPPED_DIR
-    if kept.is_dir():
-        shutil.copytree(kept, new / ".git" / DROPPED_DIR, dirs_exist_ok=True, symlinks=True)
 
 
 def legacy_port_state(tree: Path) -> Path:

@@ -128,6 +128,11 @@ def attach_head(repo: Path, ref: str) -> None:
     run(repo, "symbolic-ref", "HEAD", ref)
 
 
+def detach_head(repo: Path, commit: str) -> None:
+    """Point HEAD at ``commit`` itself (detached) without touching the index or the files."""
+    run(repo, "update-ref", "--no-deref", "HEAD", commit)
+
+
 def is_ancestor(repo: Path, rev: str, of: str) -> bool:
     """``rev`` is ``of`` or one of its ancestors."""
     return run(repo, "merge-base", "--is-ancestor", rev, of, check=False).returncode == 0

@@ -39,6 +39,7 @@ from ..export import (
 from ..fsutil import atomic_write
 from ..patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
 from ..progress import QUIET, Progress
+from ..checkouts import refuse_blocked_branch
 from ..seamtree import BRANCH, SeamTree, legacy_port_state
 from ..series import read_series
 from ..state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
@@ -114,7 +115,7 @@ class PortSession:
         with self.seam.locked(self.progress):
             self.seam.check_replaceable((Kind.PORT,), "tkv-seam port", rerun=self._cmd("start"))
             if self.seam.load():  # the port tree's branch is `seam`: a `seam/...` branch blocks it
-                self.seam.refuse_blocked_branch(self._cmd("start"))
+                refuse_blocked_branch(self.path, self._cmd("start"))
             series = read_series(self.root, from_base.queue, from_base.name)
             series.load()  # every patch parses before anything is made
             old, _ = base_repo(from_base, self.cache, progress=self.progress)
