@@ -63,6 +63,16 @@ def write(path: Path, doc: tomlkit.TOMLDocument) -> None:
         raise
 
 
+def inline_table(values: dict) -> tomlkit.items.InlineTable:
+    """An inline table spaced like the hand-written ones: ``{ a = 1, b = 2 }``."""
+    table = tomlkit.inline_table()
+    table.update(values)
+    keys = list(table)
+    table.item(keys[0]).trivia.indent = " "
+    table.item(keys[-1]).trivia.trail = " "
+    return table
+
+
 def _version(table: object) -> Version | None:
     try:
         return Version(str(table["version"]))  # type: ignore[index]

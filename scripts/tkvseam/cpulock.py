@@ -332,8 +332,13 @@ def lock_cpu(
 
 def _write(root: Path, path: Path, text: str, pins: list[str], result: LockResult) -> None:
     """Write the lock (atomically: a killed run leaves the old lock whole); keep a replaced one."""
-    for stale in path.parent.glob(f".{path.name}.tmp-*"):  # left by a killed run
-        stale.unlink()
+    for stale in path.parent.glob(f".{path.name}.tmp-*"):  # left by a killed run: this writer's shape only
+        if (
+            stale.name.removeprefix(f".{path.name}.tmp-").isdigit()
+            and stale.is_file()
+            and not stale.is_symlink()
+        ):
+            stale.unlink()
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise SeamError(f"{path} is not a plain file; a lock is one", hint=f"ls -l {path}")
     if path.exists():

@@ -36,7 +36,7 @@ from .bases import (
     plain_sdist_name,
     sdist_commit,
 )
-from .basesfile import insert_base, write
+from .basesfile import inline_table, insert_base, write
 from .errors import EXIT_USAGE, SeamError, VerifyError
 from .index import IndexFile, Listing, listing
 from .lock import locked, tree_lock_path
@@ -135,16 +135,6 @@ def _refuse(bases_file: Path, name: str, diffs: list[str]) -> VerifyError:
     )
 
 
-def _inline(values: dict) -> tomlkit.items.InlineTable:
-    """An inline table spaced like the hand-written ones: ``{ a = 1, b = 2 }``."""
-    table = tomlkit.inline_table()
-    table.update(values)
-    keys = list(table)
-    table.item(keys[0]).trivia.indent = " "
-    table.item(keys[-1]).trivia.trail = " "
-    return table
-
-
 def _write_entry(bases_file: Path, base: Base) -> None:
     """Append ``base``'s table to the bases file (format-preserving, atomic)."""
     doc = tomlkit.parse(bases_file.read_text())
@@ -158,9 +148,9 @@ def _write_entry(bases_file: Path, base: Base) -> None:
     table.add("version", base.version)
     table.add("tag", base.tag)
     table.add("commit_prefixes", list(base.commit_prefixes))
-    table.add("sdist", _inline(asdict(base.sdist)))
-    table.add("image", _inline(asdict(base.image)))
-    table.add("queue", _inline({"series": base.queue.series, "patches": base.queue.patches}))
+    table.add("sdist", inline_table(asdict(base.sdist)))
+    table.add("image", inline_table(asdict(base.image)))
+    table.add("queue", inline_table({"series": base.queue.series, "patches": base.queue.patches}))
     insert_base(doc, base.name, table)  # release order, whatever order pins arrive in
     write(bases_file, doc)  # atomic, keeps the file's mode (the caller holds its lock)
 

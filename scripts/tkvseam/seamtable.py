@@ -322,7 +322,12 @@ def toml_table(table: SeamTable) -> tomlkit.items.Table:
     )
     out["ruff"].trivia.comment_ws = "  "
     out.add(tomlkit.comment(f"plugin: {table.plugin_from}"))
-    out.add("plugin", _inline({"requirement": table.plugin.requirement, "hashes": list(table.plugin.hashes)}))
+    out.add(
+        "plugin",
+        basesfile.inline_table(
+            {"requirement": table.plugin.requirement, "hashes": list(table.plugin.hashes)}
+        ),
+    )
     for t in table.tests:
         if t.status != "kept":
             out.add(tomlkit.comment(" ".join(t.line().split())))
@@ -330,16 +335,6 @@ def toml_table(table: SeamTable) -> tomlkit.items.Table:
     tests.extend(table.upstream_tests)
     out.add("upstream_tests", tests.multiline(True))
     return out
-
-
-def _inline(values: dict) -> tomlkit.items.InlineTable:
-    """An inline table spaced like the hand-written ones: ``{ a = 1, b = 2 }``."""
-    table = tomlkit.inline_table()
-    table.update(values)
-    keys = list(table)
-    table.item(keys[0]).trivia.indent = " "
-    table.item(keys[-1]).trivia.trail = " "
-    return table
 
 
 def write(

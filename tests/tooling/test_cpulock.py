@@ -115,6 +115,26 @@ def test_a_remade_lock_is_unchanged_or_replaced_keeping_the_old_one(cproject, wh
     assert not list(lock.parent.glob(".*.tmp-*"))
 
 
+def test_a_killed_runs_temporary_lock_is_removed_and_nothing_else(cproject, wheels):
+    """Only `.<lock>.tmp-<pid>` files (what a killed write leaves) go; a user's files of a near
+    shape, a directory and a symlink of that shape stay."""
+    first = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    lock = cproject.root / first["path"]
+    ci = lock.parent
+    left = ci / f".{lock.name}.tmp-4242"
+    left.write_text("half\n")
+    mine = [ci / f".{lock.name}.tmp-mine", ci / f".{lock.name}.tmp-1.bak", ci / "notes.txt"]
+    for p in mine:
+        p.write_text("mine\n")
+    (ci / f".{lock.name}.tmp-77").mkdir()
+    (ci / f".{lock.name}.tmp-78").symlink_to(ci / "notes.txt")
+    lock.write_text(lock.read_text().replace("helper==2.0", "helper==1.0"))
+    cproject.cli(*lock_args(wheels), "--json")
+    assert not left.exists()
+    assert all(p.read_text() == "mine\n" for p in mine)
+    assert (ci / f".{lock.name}.tmp-77").is_dir() and (ci / f".{lock.name}.tmp-78").is_symlink()
+
+
 def test_the_lock_takes_the_cpu_torch_the_release_asks_for_when_it_is_there(cproject, wheels, tmp_path):
     index, cpu = wheels
     out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
