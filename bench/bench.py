@@ -32,9 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tkvseam.apply import apply_series
-from tkvseam.bases import default_cache_dir, fetch_sdist, get_base, load_bases
-from tkvseam.carried import planner_module
+from tkvseam.edit.apply import apply_series
+from tkvseam.bases.pins import default_cache_dir, fetch_sdist, get_base, load_bases
+from tkvseam.bases.carried import planner_module
 from tkvseam.seamtest.hfcache import build as build_hf
 from tkvseam.seamtest.runner import Runner
 

@@ -43,7 +43,7 @@ from ..conftest import BASE, tiny_llama
 TREE_ENV = "TKV_SEAM_TREE"
 BASE_TAG = "tkv-seam-base"
 # The module holding the KV cache planner: read off the base's queue by the lane
-# (tkvseam.carried.planner_module: where the queue defines get_tensor_slots).
+# (tkvseam.bases.carried.planner_module: where the queue defines get_tensor_slots).
 PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
 PLANNER_MODULE = os.environ.get(PLANNER_ENV, "")
 if not PLANNER_MODULE:

@@ -29,13 +29,13 @@ from click.testing import CliRunner
 from docker.errors import ImageNotFound
 
 from tkvseam import git
-from tkvseam.bases import load_bases
+from tkvseam.bases.pins import load_bases
 from tkvseam.cli import main
-from tkvseam.image import REVISION_LABEL, SOURCE_LABEL, STAND_IN_LABEL
-from tkvseam.overlay import overlay_paths
-from tkvseam.series import read_series
-from tkvseam.standin import VLLM_PATH
-from tkvseam.state import TreeState
+from tkvseam.image.build import REVISION_LABEL, SOURCE_LABEL, STAND_IN_LABEL
+from tkvseam.overlay.stage import overlay_paths
+from tkvseam.queue.series import read_series
+from tkvseam.image.standin import VLLM_PATH
+from tkvseam.tree.state import TreeState
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = os.environ.get("BASE", "v0.31.0")

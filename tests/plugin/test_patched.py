@@ -33,7 +33,7 @@ MIXED_BITS = [(4, 4), (8, 8), (4, 4), (8, 8)]
 CONTROL_BITS = (8, 4)
 
 # The module of the base's KV cache planner (the plugin lane reads it off the base's queue:
-# tkvseam.carried.planner_module); the runner passes the environment through.
+# tkvseam.bases.carried.planner_module); the runner passes the environment through.
 PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
 PLANNER_MODULE = os.environ.get(PLANNER_ENV, "")
 if not PLANNER_MODULE:

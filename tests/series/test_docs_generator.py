@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tkvseam import git
-from tkvseam.state import TreeState
+from tkvseam.tree.state import TreeState
 
 from ..conftest import TREE
 

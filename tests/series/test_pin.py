@@ -10,8 +10,8 @@ from __future__ import annotations
 
 
 from tests.tooling.conftest import serve_index
-from tkvseam.bases import default_cache_dir, load_bases
-from tkvseam.pin import pin
+from tkvseam.bases.pins import default_cache_dir, load_bases
+from tkvseam.release.pin import pin
 
 from ..conftest import BASE, ROOT
 

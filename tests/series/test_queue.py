@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from tkvseam import git
-from tkvseam.state import TreeState
-from tkvseam.overlay import overlay_paths
-from tkvseam.bases import load_bases
-from tkvseam.carried import footprint, skipped
-from tkvseam.series import read_series
+from tkvseam.tree.state import TreeState
+from tkvseam.overlay.stage import overlay_paths
+from tkvseam.bases.pins import load_bases
+from tkvseam.bases.carried import footprint, skipped
+from tkvseam.queue.series import read_series
 
 from ..conftest import BASE, ROOT, TREE
 
@@ -40,7 +40,7 @@ CONCERNS = [
     "fused-kv-pages",
     "protocol-doc",
 ]
-# What the base's own queue touches (its footprint; tkvseam.carried).
+# What the base's own queue touches (its footprint; tkvseam.bases.carried).
 FOOTPRINT = footprint(ROOT, PINS)
 SLUGS = [c for c in CONCERNS if c not in skipped(ROOT, PINS)]
 

@@ -135,7 +135,7 @@ def test_a_run_killed_during_the_build_leaves_the_old_tree_and_the_next_cleans_u
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("return a * b", "return b * a"))
     # killed (SIGKILL) as the second patch is replayed: commits half made, nothing moved
-    crash_at("tkvseam.commits.replay_file", *project.argv("apply", "--base", NAME, "--force"), nth=2)
+    crash_at("tkvseam.tree.commits.replay_file", *project.argv("apply", "--base", NAME, "--force"), nth=2)
     assert git.head(project.tree) == head
     assert git.status_porcelain(project.tree) == ([] if in_place else ["?? scratch.txt"])
     project.apply("--force")  # the next run removes what the killed one left, then applies
@@ -292,7 +292,7 @@ def test_in_place_switch_refuses_to_overwrite_an_ignored_file_a_patch_adds(proje
 
 
 def test_tree_state_saves_atomically_and_reads_older_files(project, crash_at):
-    from tkvseam.state import TreeState
+    from tkvseam.tree.state import TreeState
 
     make_two_patches(project)
     path = TreeState.path(project.tree)

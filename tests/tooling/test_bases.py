@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tkvseam import git
-from tkvseam.bases import default_cache_dir, load_bases
+from tkvseam.bases.pins import default_cache_dir, load_bases
 
 from .conftest import NAME, bases_toml
 from .test_apply import make_two_patches
@@ -95,7 +95,7 @@ def test_real_v0_31_0_sdist_when_cached(tmp_path):
     cached = default_cache_dir() / "sdist" / "vllm-0.31.0.tar.gz"
     if not cached.exists():
         pytest.skip(f"real sdist not cached at {cached} (optional check)")
-    from tkvseam.bases import unpack_sdist, verify_file
+    from tkvseam.bases.pins import unpack_sdist, verify_file
 
     base = load_bases(ROOT / "bases.toml")["v0.31.0"]
     verify_file(cached, base.sdist)

@@ -101,7 +101,7 @@ def test_a_malformed_bases_file_is_one_message_on_every_command(project, upstrea
 def test_the_project_bases_file_passes_the_checks():
     from pathlib import Path
 
-    from tkvseam.bases import load_bases
+    from tkvseam.bases.pins import load_bases
 
     root = Path(__file__).resolve().parents[2]
     bases = load_bases(root / "bases.toml", root)

@@ -7,8 +7,8 @@ import tomllib
 
 import pytest
 
-from tkvseam.bases import load_bases
-from tkvseam.carried import carried_before, footprint, planner_module, skipped
+from tkvseam.bases.pins import load_bases
+from tkvseam.bases.carried import carried_before, footprint, planner_module, skipped
 from tkvseam.errors import SeamError
 
 from .conftest import NAME, NEXT_VERSION, bases_toml, message

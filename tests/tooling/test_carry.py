@@ -14,8 +14,8 @@ import json
 import pytest
 
 from tkvseam import git
-from tkvseam.bases import load_bases
-from tkvseam.carried import carried_bases, footprint
+from tkvseam.bases.pins import load_bases
+from tkvseam.bases.carried import carried_bases, footprint
 
 from .carrying import (
     NEW,
@@ -166,7 +166,13 @@ def test_a_carry_killed_before_its_lock_goes_on_from_there(cproject, wheels, cra
     index, cpu = wheels
     argv = ["--root", str(cproject.root), "--cache", str(cproject.cache), "-q", "carry", NEW]
     crash_at(
-        "tkvseam.carry.lock_cpu", *argv, "--no-index", "--find-links", str(index), "--find-links", str(cpu)
+        "tkvseam.release.carry.lock_cpu",
+        *argv,
+        "--no-index",
+        "--find-links",
+        str(index),
+        "--find-links",
+        str(cpu),
     )
     base = load_bases(cproject.root / "bases.toml")[NEW_NAME]
     assert base.seam.ruff == "0.14.0" and not (cproject.root / base.cpu_lock).exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tkvseam.cpulock import uv_executable
+from tkvseam.release.cpulock import uv_executable
 
 from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, make_releases, make_wheels, wheel
 
@@ -65,7 +65,7 @@ def test_the_lock_has_that_vllm_the_local_cpu_torch_and_no_torchvision(cproject,
 
 
 def test_a_lock_made_with_the_defaults_is_remade_by_make():
-    from tkvseam.cpulock import remake_commands
+    from tkvseam.release.cpulock import remake_commands
 
     base = "v9.10.0"
     assert remake_commands(base, "2030-01-01") == (

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from tkvseam import git
-from tkvseam.bases import Base, Image, Plugin, SeamPins, Sdist
+from tkvseam.bases.pins import Base, Image, Plugin, SeamPins, Sdist
 from tkvseam.cli import main
 from tkvseam.errors import DockerError, UsageError
-from tkvseam.image import (
+from tkvseam.image.build import (
     BASE_DIGEST_LABEL,
     REVISION_LABEL,
     SOURCE_LABEL,
@@ -27,7 +27,7 @@ from tkvseam.image import (
     push,
     tag_name,
 )
-from tkvseam.wheel import plugin_spec
+from tkvseam.image.wheel import plugin_spec
 
 PIN = Plugin("turbo-attn==0.70.1", ("sha256:" + "ab" * 32,))
 BASE = Base(

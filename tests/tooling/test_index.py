@@ -73,7 +73,7 @@ def test_an_entry_the_index_got_wrong_is_exit_4_and_nothing_is_downloaded(
 
 
 def test_a_listing_past_the_cap_is_not_read(project, index, monkeypatch):
-    monkeypatch.setattr("tkvseam.index.MAX_LISTING_BYTES", 2000)
+    monkeypatch.setattr("tkvseam.bases.index.MAX_LISTING_BYTES", 2000)
     index.listing["files"] += [{"filename": f"vllm-0.0.{i}.tar.gz", "url": "/x"} for i in range(100)]
     err, _ = fails(project, "watch", code=8)
     assert "bytes, more than the 2000 bytes a project page may have; not read" in err
@@ -102,7 +102,7 @@ def test_a_listing_without_a_length_is_read_up_to_the_cap_only(project, monkeypa
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("TKV_SEAM_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
-    monkeypatch.setattr("tkvseam.index.MAX_LISTING_BYTES", 1 << 20)
+    monkeypatch.setattr("tkvseam.bases.index.MAX_LISTING_BYTES", 1 << 20)
     try:
         err, _ = fails(project, "watch", code=8)
     finally:

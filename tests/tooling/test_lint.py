@@ -88,7 +88,7 @@ def test_test_dependency_must_be_an_earlier_patch(project):
 
 
 def test_header_parses_test_dependencies_apart_from_code_dependencies(project):
-    from tkvseam.patch import parse_file
+    from tkvseam.queue.patch import parse_file
 
     names = make_two_patches(project)
     _make_second_depend_on_the_first_for_tests_only(project, names)

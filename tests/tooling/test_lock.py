@@ -13,10 +13,10 @@ import subprocess
 import sys
 import threading
 
-from tkvseam import commits as commits_mod
+from tkvseam.tree import commits as commits_mod
 from tkvseam import git
 from tkvseam.progress import QUIET
-from tkvseam.series import read_series
+from tkvseam.queue.series import read_series
 
 from .conftest import NAME
 from .test_apply import make_two_patches
@@ -91,7 +91,7 @@ def test_a_run_that_cannot_get_the_lock_in_time_exits_busy(project):
 
 
 def test_fetch_holds_the_cache_entry_lock(project):
-    from tkvseam.bases import lock_file
+    from tkvseam.bases.pins import lock_file
     from tkvseam.lock import locked
 
     with locked(lock_file(project.cache, f"base-{NAME}-sdist"), "test"):

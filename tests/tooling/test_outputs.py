@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from tkvseam import image
+from tkvseam.image import build as image
 from tkvseam.errors import RefusedError
-from tkvseam.overlay import stage
+from tkvseam.overlay.stage import stage
 
 from .conftest import NAME
 from .test_apply import make_two_patches
@@ -135,7 +135,7 @@ def test_the_image_context_is_refused_when_it_is_not_ours(two):
     context = two.root / "build" / f"image-{NAME}"
     context.mkdir(parents=True)
     (context / "notes.txt").write_text("mine\n")
-    from tkvseam.bases import load_bases
+    from tkvseam.bases.pins import load_bases
 
     b = load_bases(two.root / "bases.toml")[NAME]
     (two.root / "Dockerfile").write_text("FROM scratch\n")

@@ -10,9 +10,9 @@ import pytest
 
 from tkvseam import git
 from tkvseam.errors import SeamError
-from tkvseam.overlay import overlay_paths, stage
-from tkvseam.overlay_install import STATE, OverlayError, install
-from tkvseam.series import read_series
+from tkvseam.overlay.stage import overlay_paths, stage
+from tkvseam.overlay.install import STATE, OverlayError, install
+from tkvseam.queue.series import read_series
 
 from .conftest import message
 from .test_apply import make_two_patches

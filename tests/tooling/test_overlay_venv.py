@@ -209,7 +209,7 @@ def test_a_record_that_is_not_ours_counts_as_none(two, venv):
 
 
 def test_a_stage_whose_manifest_leaves_vllm_is_refused(two, venv, tmp_path):
-    from tkvseam.overlay import stage
+    from tkvseam.overlay.stage import stage
 
     out = tmp_path / "stage"
     stage(two.tree, PATHS, out)

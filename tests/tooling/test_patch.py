@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tkvseam import git
-from tkvseam.commits import commit_series
+from tkvseam.tree.commits import commit_series
 from tkvseam.errors import ApplyError
-from tkvseam.patch import PatchFormatError, parse_text, path_problem
+from tkvseam.queue.patch import PatchFormatError, parse_text, path_problem
 from tkvseam.progress import QUIET
 
 from .conftest import message
@@ -154,7 +154,7 @@ def test_end_of_file_hunk_must_end_the_file(tmp_path):
 
 
 def test_placement_is_structured_and_searches_the_whole_file():
-    from tkvseam.patch import _diagnose, split_lines
+    from tkvseam.queue.patch import _diagnose, split_lines
 
     text = patch_text().replace("@@ -1,2 +1,2 @@\n a\n-b\n+c\n", "@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n")
     hunk = parse_text(text, "0001-demo.patch").files[0].pfile[0]

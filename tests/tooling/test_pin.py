@@ -6,7 +6,7 @@ import json
 import tomllib
 
 
-from tkvseam.bases import load_bases
+from tkvseam.bases.pins import load_bases
 
 from .conftest import NAME, NEXT_VERSION, bases_toml
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tomllib
 
-from tkvseam.bases import lock_file
+from tkvseam.bases.pins import lock_file
 from tkvseam.lock import locked, tree_lock_path
 
 from .conftest import NAME, NEXT_VERSION

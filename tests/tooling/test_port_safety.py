@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tkvseam import git
-from tkvseam.commits import symlinked_path
-from tkvseam.patch import parse_text
+from tkvseam.tree.commits import symlinked_path
+from tkvseam.queue.patch import parse_text
 from tkvseam.port.tree import PortTree
 
 from .conftest import NAME, Project, message
@@ -217,7 +217,7 @@ def test_a_moved_project_goes_on_where_it_stopped(pproject, tmp_path):
 
 def test_a_start_killed_after_placing_the_tree_is_a_port_the_next_run_goes_on_with(pproject, crash_at):
     crash_at(
-        "tkvseam.seamtree:SeamTree.swap_in",
+        "tkvseam.tree.seamtree:SeamTree.swap_in",
         *pproject.argv("port", "start", "--base", NAME, "--to", NEXT),
         after=True,
     )
@@ -312,7 +312,7 @@ def test_a_finish_killed_while_writing_the_queue_is_taken_up_by_the_next(pprojec
     _stopped_at_0006(pproject)  # a port again, onto the base that has a reviewed queue
     # killed as the second patch file is written: the queue half new, half reviewed
     argv = pproject.argv("port", "skip", "--to", NEXT, "--reason", "upstream has register()")
-    crash_at("tkvseam.export.atomic_write", *argv, nth=2)
+    crash_at("tkvseam.edit.refresh.atomic_write", *argv, nth=2)
     assert "Reviewed:" not in (queue / "0001-add-mul.patch").read_text()
     assert "Reviewed:" in (queue / "0002-use-mul.patch").read_text()
     res = port(pproject, "finish")  # no refusal of its own half-written queue

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from tkvseam import git
-from tkvseam.bases import load_bases
-from tkvseam.state import Kind, PortProgress, TreeState
+from tkvseam.bases.pins import load_bases
+from tkvseam.tree.state import Kind, PortProgress, TreeState
 
 from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, git_project, make_releases, status
 
@@ -139,7 +139,7 @@ def test_retire_refuses_a_base_a_port_is_carried_from(cproject):
 def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject, crash_at):
     """A real process, killed (SIGKILL) after the queue and the lock went, before the pin did."""
     crash_at(
-        "tkvseam.basesfile.remove_base",
+        "tkvseam.bases.file.remove_base",
         "--root",
         str(cproject.root),
         "--cache",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from tkvseam.bases import load_bases
+from tkvseam.bases.pins import load_bases
 
 from .carrying import NEW_NAME, status
 from .test_retire import carry_new, cproject, releases  # noqa: F401

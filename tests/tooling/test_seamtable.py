@@ -7,9 +7,9 @@ import tomllib
 
 import pytest
 
-from tkvseam.bases import load_bases
+from tkvseam.bases.pins import load_bases
 from tkvseam.errors import SeamError
-from tkvseam.seamtable import plugin_pin, ruff_from_pre_commit
+from tkvseam.release.seamtable import plugin_pin, ruff_from_pre_commit
 
 from .carrying import (
     NEW,

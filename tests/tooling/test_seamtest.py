@@ -142,7 +142,7 @@ def test_scheduler_runs_every_job_once_longest_first_and_reraises(tmp_path, monk
 def test_bases_carry_their_own_seam_pins():
     from pathlib import Path
 
-    from tkvseam.bases import load_bases
+    from tkvseam.bases.pins import load_bases
 
     b = load_bases(Path(__file__).resolve().parents[2] / "bases.toml")["v0.31.0"]
     assert b.seam.ruff and b.seam.upstream_tests
@@ -153,7 +153,7 @@ def test_bases_carry_their_own_seam_pins():
 def test_every_job_is_told_its_base_whatever_the_callers_environment(tmp_path, monkeypatch):
     """tests/plugin and tests/differential read $BASE; `make BASE=...` would export it, a
     direct `tkv-seam seamtest --base` does not: the runner sets it from the base under test."""
-    from tkvseam.bases import load_bases
+    from tkvseam.bases.pins import load_bases
     from tkvseam.seamtest.runner import Runner
 
     root = Path(__file__).resolve().parents[2]
@@ -175,7 +175,7 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
     from tkvseam import git
     from tkvseam.seamtest.bisect import BisectLane
     from tkvseam.seamtest.runner import Runner
-    from tkvseam.stylecheck import _version
+    from tkvseam.edit.stylecheck import _version
 
     tree = tmp_path / "vllm"
     git.init(tree)
@@ -228,7 +228,7 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
 def test_a_job_may_unset_what_the_runner_sets(tmp_path):
     """``None`` in a job's env removes the variable: the plugin lane's guard job runs with
     VLLM_PLUGINS unset (every installed plugin loads), where every other job has it empty."""
-    from tkvseam.bases import load_bases
+    from tkvseam.bases.pins import load_bases
     from tkvseam.seamtest.runner import Runner
 
     r = Runner.__new__(Runner)  # no build tree: only the environment is made

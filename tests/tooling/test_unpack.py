@@ -178,7 +178,7 @@ def test_the_checks_need_no_tarfile_filter_on_debian_python_3_11_2(tmp_path):
     bad = crafted(tmp_path / "bad", hostile_members(tmp_path)["an in-tree symlink"])
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
-        "from tkvseam.unpack import Sdist\n"
+        "from tkvseam.bases.unpack import Sdist\n"
         "from tkvseam.errors import VerifyError\n"
         "print(sys.version.split()[0])\n"
         "with Sdist(Path(sys.argv[2]), 'hint') as s: s.extract(Path(sys.argv[4]))\n"
@@ -224,10 +224,10 @@ def test_the_unpacked_size_and_member_count_are_capped(project, index, tmp_path,
     pin_crafted(
         project, index, crafted(tmp_path, [_info(f"{top}/big{i}.bin", data=b"0" * 4000) for i in range(3)])
     )
-    monkeypatch.setattr("tkvseam.unpack.MAX_BYTES", 10_000)
+    monkeypatch.setattr("tkvseam.bases.unpack.MAX_BYTES", 10_000)
     assert f"member '{top}/big2.bin' takes the unpacked size past" in project.apply(expect=4).stderr
-    monkeypatch.setattr("tkvseam.unpack.MAX_BYTES", 1 << 30)
-    monkeypatch.setattr("tkvseam.unpack.MAX_MEMBERS", len(FILES) + 1)
+    monkeypatch.setattr("tkvseam.bases.unpack.MAX_BYTES", 1 << 30)
+    monkeypatch.setattr("tkvseam.bases.unpack.MAX_MEMBERS", len(FILES) + 1)
     assert (
         f"member '{top}/big1.bin' is past the {len(FILES) + 1}-member limit" in project.apply(expect=4).stderr
     )

@@ -6,7 +6,7 @@ import json
 import re
 import tomllib
 
-from tkvseam.watch import CATEGORIES, summarize, summary_line
+from tkvseam.release.watch import CATEGORIES, summarize, summary_line
 
 from .conftest import NAME, NEXT_VERSION, bases_toml
 from .test_apply import make_two_patches
@@ -161,7 +161,7 @@ def test_write_without_report_and_a_bad_since_are_usage_errors(project):
 
 
 def test_summary_columns_come_from_the_report_objects():
-    from tkvseam.patch import PlacementKind
+    from tkvseam.queue.patch import PlacementKind
     from tkvseam.port.model import FileReport, FileStatus, HunkReport, PatchReport, PatchStatus
 
     def patch(status, own=None, hunks=(), moved=False):

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from tkvseam.errors import NetworkError, VerifyError
-from tkvseam.wheel import PluginSpec, fetch_wheel
+from tkvseam.image.wheel import PluginSpec, fetch_wheel
 
 WHEEL = "turbo_attn-0.70.1-py3-none-any.whl"
 DATA = b"a stand-in for the wheel's bytes\n"

@@ -22,8 +22,8 @@ def carried(ctx: Context, as_json):
 
     ``make test`` checks each of them.
     """
-    from ..bases import load_bases
-    from ..carried import carried_bases
+    from ..bases.pins import load_bases
+    from ..bases.carried import carried_bases
 
     names = carried_bases(load_bases(ctx.bases_file, ctx.root), ctx.root)
     if as_json:
@@ -56,9 +56,9 @@ def seam_table(ctx: Context, base_name, source, plugin, ruff, force, as_json):
     from; that base's upstream test files that exist in BASE's sdist, plus the new paths of
     moved ones (git diff -M). Each test file is listed: kept, moved or dropped.
     """
-    from .. import seamtable
-    from ..bases import load_bases
-    from ..kept import keep
+    from ..release import seamtable
+    from ..bases.pins import load_bases
+    from ..tree.kept import keep
 
     bases = load_bases(ctx.bases_file, ctx.root)
     base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make seam-table BASE=v<version>)")
@@ -105,7 +105,7 @@ def lock_cpu(ctx: Context, base_name, find_links, torch_version, exclude_newer, 
     torchaudio and torchcodec excluded; the file's header says how it was made and the
     one command that remakes it. A changed lock is replaced; the old one is kept under build/dropped/.
     """
-    from ..cpulock import lock_cpu as do_lock
+    from ..release.cpulock import lock_cpu as do_lock
 
     base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make lock-cpu BASE=v<version>)")
     result = do_lock(
@@ -141,7 +141,7 @@ def retire(ctx: Context, base_name, force, as_json):
     top-level queue (v0.31.0), a base a port is carried from, and trees holding your work
     (--force moves those into the kept directory).
     """
-    from ..retire import retire as do_retire
+    from ..release.retire import retire as do_retire
 
     result = do_retire(ctx.root, ctx.bases_file, base_name, ctx.cache, force, ctx.progress)
     if as_json:
@@ -196,8 +196,8 @@ def carry(
     last patch is through, the new base's queue and PORT.md are written and linted: it is
     carried (make test checks it), with nothing else to edit.
     """
-    from ..carry import Options
-    from ..carry import carry as do_carry
+    from ..release.carry import Options
+    from ..release.carry import carry as do_carry
 
     opts = Options(plugin, list(find_links) or None, torch_version, lock_index_url, no_index, verdict, reason)
     result = do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress)

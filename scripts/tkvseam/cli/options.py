@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from ..bases import default_cache_dir, get_base, load_bases
+from ..bases.pins import default_cache_dir, get_base, load_bases
 from ..progress import QUIET, StderrProgress
 
 DEFAULT_BASE = "v0.31.0"

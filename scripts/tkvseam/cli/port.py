@@ -69,8 +69,8 @@ def _pin_hint(to_name: str) -> str:
 
 def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
     """``--base``, else the newest carried base older than ``to_base`` (where a port starts from)."""
-    from ..bases import load_bases
-    from ..carried import carried_before
+    from ..bases.pins import load_bases
+    from ..bases.carried import carried_before
     from ..errors import UsageError
 
     if base_name:

@@ -12,15 +12,7 @@ import sys
 import click
 
 from ..errors import EXIT_LINT, TOOL, SeamError
-from .options import (
-    Context,
-    base_option,
-    emit_json,
-    force_option,
-    json_option,
-    pass_ctx,
-    tree_option,
-)
+from .options import Context, base_option, emit_json, force_option, json_option, pass_ctx, tree_option
 
 git_option = click.option(
     "--git",
@@ -35,7 +27,7 @@ git_option = click.option(
 @json_option
 def bases(ctx: Context, as_json):
     """List the known bases and their pins."""
-    from ..bases import load_bases
+    from ..bases.pins import load_bases
 
     known = load_bases(ctx.bases_file, ctx.root)
     if as_json:
@@ -64,7 +56,7 @@ def fetch(ctx: Context, base_name, git_url, as_json):
     Also re-checks every object of the cached base repository (rebuilt from the sdist
     when damaged).
     """
-    from ..baserepo import base_repo
+    from ..bases.repo import base_repo
 
     base = ctx.base(base_name, hint=TOOL + " fetch --base {}")
     repo, fetched = base_repo(base, ctx.cache, git_url, progress=ctx.progress, full_check=True)
@@ -99,7 +91,7 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
     Refuses to replace a tree with uncommitted edits or unrefreshed commits
     (exit 5) unless --force. A hunk that does not match exactly exits 3.
     """
-    from ..apply import apply_series
+    from ..edit.apply import apply_series
 
     base = ctx.base(base_name)
     result = apply_series(
@@ -130,7 +122,7 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
 @pass_ctx
 def refresh(ctx: Context, base_name, tree, force, as_json):
     """Export the tree's commits after the base back to patches/ and series."""
-    from ..export import refresh as do_refresh
+    from ..edit.refresh import refresh as do_refresh
 
     base = ctx.base(base_name, hint="make refresh BASE={}")
     report = do_refresh(
@@ -157,8 +149,8 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
 @pass_ctx
 def lint(ctx: Context, base_name, as_json):
     """Check a queue (series + patches): agreement, parsing, header fields, paths, markers."""
-    from ..lint import lint as do_lint
-    from ..series import DEFAULT_QUEUE
+    from ..queue.lint import lint as do_lint
+    from ..queue.series import DEFAULT_QUEUE
 
     problems = do_lint(ctx.root, ctx.base(base_name).queue if base_name else DEFAULT_QUEUE)
     if as_json:
@@ -179,7 +171,7 @@ def lint(ctx: Context, base_name, as_json):
 @pass_ctx
 def stylecheck(ctx: Context, base_name, tree, ruff, as_json):
     """Run the base's style gate (its ruff pin, the tree's pyproject) on every patched .py file."""
-    from ..stylecheck import stylecheck as run_stylecheck
+    from ..edit.stylecheck import stylecheck as run_stylecheck
 
     problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ctx.base(base_name), ctx.cache, ruff)
     if as_json:
@@ -213,14 +205,14 @@ def drift(click_ctx: click.Context, slug, base_name, as_json):
     With --diff SLUG: that patch's range-diff between bases (header and files, line
     numbers dropped), i.e. what `re-expressed` in the matrix consists of.
     """
-    from ..bases import load_bases
-    from ..drift import drift as do_drift
-    from ..drift import matrix
+    from ..bases.pins import load_bases
+    from ..queue.drift import drift as do_drift
+    from ..queue.drift import matrix
 
     ctx = click_ctx.find_object(Context)
     bases = load_bases(ctx.bases_file, ctx.root)
     if slug:
-        from ..interdiff import patch_drift, render
+        from ..queue.interdiff import patch_drift, render
 
         diffs = patch_drift(ctx.root, bases, slug, base_name)
         if as_json:

@@ -24,7 +24,7 @@ def pin(ctx: Context, version, yanked, as_json):
     entry, keeping the file's comments and other entries. An existing pin with other
     values is refused (exit 4, both values shown); an agreeing one is left as it is.
     """
-    from ..pin import pin as do_pin
+    from ..release.pin import pin as do_pin
 
     result = do_pin(
         ctx.bases_file, version, ctx.cache, allow_yanked=yanked, progress=ctx.progress, root=ctx.root
@@ -62,7 +62,7 @@ def watch(ctx: Context, since, pre, yanked, report, write, as_json):
     Exit 0 when no newer release exists, 11 when one does (the report, if asked, is
     written), another code when a report could not be made.
     """
-    from ..watch import watch as do_watch
+    from ..release.watch import watch as do_watch
 
     if write and not report:  # a SeamError, so that --json prints its object too
         raise UsageError(

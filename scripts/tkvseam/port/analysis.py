@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from unidiff import PatchSet
 
-from ..patch import FileChange, Patch, _diagnose, hunk_start
+from ..queue.patch import FileChange, Patch, _diagnose, hunk_start
 from .model import (
     APPLIED,
     FILE_APPLIED,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import RefusedError, SeamError
-from ..export import (
+from ..edit.refresh import (
     VERDICTS,
     Exported,
     changed_files,
@@ -27,10 +27,10 @@ from ..export import (
     write_queue,
 )
 from ..fsutil import atomic_write
-from ..lint import lint
-from ..series import Queue
-from ..state import PortProgress, TreeState
-from ..stylecheck import stylecheck
+from ..queue.lint import lint
+from ..queue.series import Queue
+from ..tree.state import PortProgress, TreeState
+from ..edit.stylecheck import stylecheck
 from .render import WHY, port_md
 
 if TYPE_CHECKING:

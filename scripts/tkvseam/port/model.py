@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
-from ..patch import PlacementKind
+from ..queue.patch import PlacementKind
 
 
 class PatchStatus(StrEnum):

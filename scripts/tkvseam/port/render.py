@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import hints
-from ..patch import PlacementKind
-from ..state import DoneStatus, PortProgress, TreeState
+from ..queue.patch import PlacementKind
+from ..tree.state import DoneStatus, PortProgress, TreeState
 from .model import APPLIED, HunkNote, HunkReport, PatchReport, PatchStatus
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from .. import git, hints
-from ..bases import Base
-from ..baserepo import base_repo
+from ..bases.pins import Base
+from ..bases.repo import base_repo
 from ..errors import SeamError, UsageError
 from ..progress import QUIET, Progress
-from ..seamtree import SeamTree
-from ..series import read_series
+from ..tree.seamtree import SeamTree
+from ..queue.series import read_series
 from .analysis import try_patch
 from .model import FileStatus, PatchReport
 from .tree import PortTree

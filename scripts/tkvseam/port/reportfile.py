@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import hints
-from ..bases import Base
+from ..bases.pins import Base
 from ..fsutil import atomic_write
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
@@ -53,7 +53,7 @@ def write_report(
     root: Path, from_base: Base, to_base: Base, reports: list[PatchReport], progress: Progress = QUIET
 ) -> ReportFiles:
     """Write the report's two files into ``report_dir`` (replacing a previous report only)."""
-    from ..watch import drift_markdown  # watch builds on the port package, not the other way round
+    from ..release.watch import drift_markdown  # watch builds on the port package, not the other way round
 
     out = report_dir(root, to_base.name)
     with locked(tree_lock_path(out), str(out), progress):

@@ -29,20 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git, hints
-from ..bases import Base, default_cache_dir
-from ..baserepo import base_repo
-from ..commits import commit_series
+from ..bases.pins import Base, default_cache_dir
+from ..bases.repo import base_repo
+from ..tree.commits import commit_series
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
-from ..export import (
-    queue_digest,
-)
+from ..edit.refresh import queue_digest
 from ..fsutil import atomic_write
-from ..patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
+from ..queue.patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
 from ..progress import QUIET, Progress
-from ..checkouts import refuse_blocked_branch
-from ..seamtree import BRANCH, SeamTree, legacy_port_state
-from ..series import read_series
-from ..state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
+from ..tree.checkouts import refuse_blocked_branch
+from ..tree.seamtree import BRANCH, SeamTree, legacy_port_state
+from ..queue.series import read_series
+from ..tree.state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
 from .analysis import try_patch
 from .finish import Finished, finish_queue
 from .model import APPLIED, PatchReport, PatchStatus

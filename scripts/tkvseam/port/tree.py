@@ -16,11 +16,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import git
-from ..baserepo import BaseRepo
-from ..commits import symlinked_path
+from ..bases.repo import BaseRepo
+from ..tree.commits import symlinked_path
 from ..errors import ApplyError
-from ..patch import FileChange, Patch, PlacementKind, replay_file, split_lines
-from ..seamtree import BASE_TAG, BRANCH
+from ..queue.patch import FileChange, Patch, PlacementKind, replay_file, split_lines
+from ..tree.seamtree import BASE_TAG, BRANCH
 from .analysis import place_hunks, retry_moved
 from .model import FileReport, FileStatus, HunkNote, HunkReport, is_test_file
 

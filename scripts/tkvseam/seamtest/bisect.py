@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from .. import git
-from ..stylecheck import prefix_problems
+from ..edit.stylecheck import prefix_problems
 from .outcomes import FAILED, PASSED, fold
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..carried import PLANNER_ENV, planner_module
+from ..bases.carried import PLANNER_ENV, planner_module
 from .outcomes import PASSED, fold
 from .runner import Job, JobResult, LaneReport, Root, Runner
 

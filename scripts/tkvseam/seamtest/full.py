@@ -33,8 +33,8 @@ class FullLane:
 
 class CudaAlikeLane(FullLane):
     """The same seam tests with the platform reporting ``is_cuda_alike()``/``is_cuda()``
-    (the ``tkvseam.cuda_alike`` pytest plugin), so CUDA-only branches run on CPU too."""
+    (the ``tkvseam.seamtest.cuda_alike`` pytest plugin), so CUDA-only branches run on CPU too."""
 
     name = "full-cuda"
     label = "full-series-cuda-alike"
-    env = (("PYTEST_PLUGINS", "tkvseam.cuda_alike"),)
+    env = (("PYTEST_PLUGINS", "tkvseam.seamtest.cuda_alike"),)

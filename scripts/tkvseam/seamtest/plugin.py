@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..carried import PLANNER_ENV, planner_module
+from ..bases.carried import PLANNER_ENV, planner_module
 from ..errors import SeamError
 from .outcomes import PASSED, fold
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner

@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import git, hints
-from ..bases import Base
+from ..bases.pins import Base
 from ..errors import SeamError
-from ..overlay import install_into_venv, overlay_paths, stage
-from ..patch import Patch
+from ..overlay.stage import install_into_venv, overlay_paths, stage
+from ..queue.patch import Patch
 from ..progress import QUIET, Progress
-from ..series import read_series
-from ..seamtree import SeamTree
+from ..queue.series import read_series
+from ..tree.seamtree import SeamTree
 from .outcomes import read_rows
 
 OUTCOMES_PLUGIN = "tkvseam.seamtest.outcomes"

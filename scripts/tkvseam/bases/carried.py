@@ -1,0 +1,122 @@
+"""The carried bases, and what each one's own queue says about it.
+
+A base is *carried* when its queue exists (the series file ``bases.toml`` names for it).
+``make test`` checks every carried base, in release order (PEP 440, not the order of
+the file). Everything the tests expect of one base comes from its queue: the concerns it
+carries (the seam's, less those its ``PORT.md`` records as skipped), the files it touches,
+the overlay set and the module holding the KV cache planner (where the queue defines
+``get_tensor_slots``, the fused-page helper of ``fused-kv-pages``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from .pins import Base
+from ..errors import SeamError
+from ..overlay.stage import PACKAGE_PREFIX, overlay_paths
+from ..queue.patch import Patch
+from ..queue.series import read_series
+
+PORT_VERDICTS = "PORT.md"  # beside a ported queue's patches: every patch's port status
+# How the seamtest lanes tell tests/differential and tests/plugin the base's planner module (they
+# run in the vLLM venv, where tkvseam's own dependencies are not installed).
+PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
+PLANNER_HELPER = re.compile(r"^def get_tensor_slots\(")
+
+
+def release_order(bases: dict[str, Base]) -> list[str]:
+    """The base names by release (PEP 440: 0.10.0 after 0.9.0), whatever their order in the file."""
+    return sorted(bases, key=lambda n: Version(bases[n].version))
+
+
+def carried_bases(bases: dict[str, Base], root: Path) -> list[str]:
+    """The bases whose own queue exists, oldest release first."""
+    return [n for n in release_order(bases) if (root / bases[n].queue.series).is_file()]
+
+
+def carried_before(bases: dict[str, Base], root: Path, version: str | Version) -> Base | None:
+    """The newest carried base older than release ``version`` (the queue a port starts from)."""
+    older = [n for n in carried_bases(bases, root) if Version(bases[n].version) < Version(str(version))]
+    return bases[older[-1]] if older else None
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one base's queue touches."""
+
+    slugs: tuple[str, ...]  # the patches' concerns, in series order
+    names: tuple[str, ...]  # the patch file names
+    vllm_files: tuple[str, ...]  # the overlay: the vllm/ files it replaces
+    other_files: tuple[str, ...]  # tests, PROTOCOL.md, ...
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(sorted(self.vllm_files + self.other_files))
+
+
+def queue_patches(root: Path, base: Base) -> list[Patch]:
+    return read_series(root, base.queue, base.name).load()
+
+
+def footprint(root: Path, base: Base) -> Footprint:
+    """The base's queue as the tests see it (``read_series`` errors name a missing queue)."""
+    patches = queue_patches(root, base)
+    vllm = overlay_paths(patches)
+    touched = {p for patch in patches for fc in patch.files for p in (fc.old, fc.new) if p}
+    return Footprint(
+        tuple(p.header.slug for p in patches),
+        tuple(p.name for p in patches),
+        tuple(vllm),
+        tuple(sorted(t for t in touched if t not in vllm)),
+    )
+
+
+def planner_module(root: Path, base: Base) -> str:
+    """The dotted module holding the KV cache planner on ``base``: where its queue defines
+    ``get_tensor_slots`` (``vllm.v1.core.kv_cache_utils`` on v0.31.0,
+    ``vllm.v1.core.kv_cache_planning`` on v0.33.0, where upstream moved the planner)."""
+    found = sorted(
+        {
+            path
+            for patch in queue_patches(root, base)
+            for path, _, text in patch.added_lines()
+            if path.startswith(PACKAGE_PREFIX) and path.endswith(".py") and PLANNER_HELPER.match(text)
+        }
+    )
+    if len(found) != 1:
+        where = ", ".join(found) or "no vllm/ file"
+        raise SeamError(
+            f"{base.name}: the queue defines get_tensor_slots in {where}; expected exactly one "
+            "(the planner module of the fused-kv-pages concern)",
+            hint=f"grep -n 'def get_tensor_slots' {base.queue.patches}/*.patch",
+        )
+    return found[0].removesuffix(".py").replace("/", ".")
+
+
+_ROW = re.compile(r"^\|([^|]*)\|([^|]*)\|")
+
+
+def skipped(root: Path, base: Base) -> set[str]:
+    """The concerns the port to ``base`` left out: ``PORT.md`` rows whose status is ``skipped``.
+
+    A row names the patch (``0003-foo.patch`` or ``0003 foo``) in its first cell and the port
+    status in its second; the slug is the name without its number and ``.patch``.
+    """
+    path = root / base.queue.patches / PORT_VERDICTS
+    if not path.is_file():
+        return set()
+    out = set()
+    for line in path.read_text().splitlines():
+        m = _ROW.match(line.strip())
+        if not m or not m.group(2).strip().lower().startswith("skipped"):
+            continue
+        name = m.group(1).strip().strip("`").removesuffix(".patch")
+        slug = re.sub(r"^\d+[- ]", "", name).strip()
+        if slug:
+            out.add(slug)
+    return out

@@ -1,0 +1,128 @@
+"""Edits of the bases file (``bases.toml``) that keep every other byte: tomlkit, written atomically.
+
+The file lists the bases in release order (PEP 440), whatever order they are pinned in:
+``insert_base`` puts a new table before the first newer release. ``set_seam`` writes a base's
+``["<base>".seam]`` table; ``remove_base`` drops a base's tables. Both hold the file's lock
+(``.bases.toml.lock`` beside it) from reading to writing, so two runs never lose each other's edit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import tomlkit
+from packaging.version import InvalidVersion, Version
+from tomlkit.items import Table
+
+from ..errors import SeamError
+from ..fsutil import current_umask
+from ..lock import locked, tree_lock_path
+
+
+def lock_path(path: Path) -> Path:
+    """The bases file's lock, the one ``pin`` holds too (``.bases.toml.lock`` beside it)."""
+    return tree_lock_path(path)
+
+
+def read(path: Path) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(path.read_text())
+    except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as e:
+        raise SeamError(f"cannot read bases file {path}: {e}", hint=f"git diff -- {path.name}") from e
+
+
+def _temporary(path: Path, name: str) -> bool:
+    """``name`` is one of ``write``'s temporary files for ``path`` (``mkstemp``'s 8 characters)."""
+    return re.fullmatch(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp", name) is not None
+
+
+def write(path: Path, doc: tomlkit.TOMLDocument) -> None:
+    """Replace ``path`` with ``doc`` atomically (a crash leaves the old file or the new one).
+
+    The caller holds the file's lock, so a temporary file of this writer's shape beside it is
+    one a killed run left: it is removed (nothing else is).
+    """
+    for entry in path.parent.iterdir():
+        if _temporary(path, entry.name) and entry.is_file() and not entry.is_symlink():
+            entry.unlink()
+    text = tomlkit.dumps(doc)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def inline_table(values: dict) -> tomlkit.items.InlineTable:
+    """An inline table spaced like the hand-written ones: ``{ a = 1, b = 2 }``."""
+    table = tomlkit.inline_table()
+    table.update(values)
+    keys = list(table)
+    table.item(keys[0]).trivia.indent = " "
+    table.item(keys[-1]).trivia.trail = " "
+    return table
+
+
+def _version(table: object) -> Version | None:
+    try:
+        return Version(str(table["version"]))  # type: ignore[index]
+    except (KeyError, TypeError, InvalidVersion):
+        return None
+
+
+def insert_base(doc: tomlkit.TOMLDocument, name: str, table: Table) -> None:
+    """Add ``name``'s table before the first base of a newer release (else at the end)."""
+    new = _version(table)
+    for index, (key, item) in enumerate(doc.body):
+        if key is None or not isinstance(item, Table):
+            continue
+        old = _version(item)
+        if new is not None and old is not None and old > new:
+            table.add(tomlkit.nl())  # a blank line before the next table
+            doc._insert_at(index, name, table)  # tomlkit's positional insert (no public one)
+            return
+    doc.add(name, table)
+
+
+def set_seam(path: Path, name: str, seam: Table, check: Callable[[], bool] | None = None) -> bool:
+    """Write ``seam`` as ``["<name>".seam]`` (replacing an existing one) into the bases file.
+
+    ``check``, called holding the file's lock before it is read: False leaves the file as it is
+    (it decides on the file as it is now, not as it was when the table was derived).
+    """
+    with locked(lock_path(path), f"the bases file {path}"):
+        if check is not None and not check():
+            return False
+        doc = read(path)
+        if name not in doc:
+            raise SeamError(
+                f"{path}: no [{name!r}] table to add a seam table to",
+                hint=f"make pin VERSION={name.removeprefix('v')}",
+            )
+        base = doc[name]
+        if "seam" in base:
+            del base["seam"]
+        base.add("seam", seam)
+        write(path, doc)
+    return True
+
+
+def remove_base(path: Path, name: str) -> bool:
+    """Drop ``name``'s table (and its ``.seam`` table); False when the file has none."""
+    with locked(lock_path(path), f"the bases file {path}"):
+        doc = read(path)
+        if name not in doc:
+            return False
+        doc.remove(name)
+        write(path, doc)
+    return True

@@ -1,0 +1,184 @@
+"""apply: make the build tree the pristine base commit plus one commit per patch of the base's queue.
+
+Strict: every hunk must match at exactly the line it names (``patch.replay_file``).
+
+Crash safety is the tree's (``seamtree.SeamTree``): the run holds the tree's lock from its
+first look to its last write; the commits are made first with plumbing only
+(``commits.commit_series``), so a crash or a failing patch before the tree moves leaves it
+as it was. The tree then moves in place (same base, clean tree: recorded as pending first,
+finished by the next run if interrupted) or is built aside and swapped in by renames.
+``--force`` drops user work only after listing it and keeping it in
+``refs/tkv-seam/dropped/<time>`` of the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import git, hints
+from ..bases.pins import Base
+from ..bases.repo import base_repo
+from ..tree.commits import CorruptObject, commit_series
+from ..errors import VerifyError
+from ..queue.patch import Patch
+from ..progress import QUIET, Progress
+from ..tree.checkouts import refuse_blocked_branch
+from ..tree.seamtree import BASE_TAG, BRANCH, SeamTree
+from ..queue.series import Series, read_series
+from ..tree.state import AppliedPatch, Kind, TreeState
+
+__all__ = ["AppliedPatch", "ApplyResult", "BASE_TAG", "BRANCH", "apply_series", "inputs_digest"]
+
+
+@dataclass
+class ApplyResult:
+    tree: str
+    base: str
+    source: str
+    base_commit: str
+    upstream_commit: str
+    head: str
+    digest: str
+    up_to_date: bool = False
+    fetched_bytes: int = 0
+    seconds: float = 0.0
+    patches: list[AppliedPatch] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # refs keeping what --force dropped
+    inputs: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("inputs")
+        return data
+
+    def state(self) -> TreeState:
+        return TreeState(
+            kind=Kind.APPLY,
+            base=self.base,
+            source=self.source,
+            base_commit=self.base_commit,
+            upstream_commit=self.upstream_commit,
+            head=self.head,
+            digest=self.digest,
+            patches=self.patches,
+            inputs=self.inputs,
+        )
+
+    @classmethod
+    def from_state(cls, tree: Path, state: TreeState) -> ApplyResult:
+        return cls(
+            str(tree),
+            state.base,
+            state.source,
+            state.base_commit,
+            state.upstream_commit,
+            state.head,
+            state.digest,
+            patches=state.patches,
+            inputs=state.inputs,
+        )
+
+
+def inputs_digest(base: Base, source: str, series: Series) -> str:
+    h = hashlib.sha256()
+    h.update(f"{base.name}\0{source}\0{base.sdist.sha256}\0{base.commit_prefix}\0".encode())
+    h.update(series.digest().encode())
+    return h.hexdigest()
+
+
+def build_tree(
+    scratch: Path, repo_path: Path, base_commit: str, patches: list[Patch], progress: Progress
+) -> tuple[Path, list[AppliedPatch]]:
+    """Clone the base into ``scratch/tree`` and commit every patch; return the tree."""
+    progress.step(f"clone the pristine base {base_commit[:12]}")
+    tree = scratch / "tree"
+    git.clone_local(repo_path, tree)
+    git.tag(tree, BASE_TAG, base_commit)
+    applied = commit_series(tree, base_commit, patches, progress, origin=f"the cached base {repo_path}")
+    progress.step("check out the patched tree")
+    git.checkout_branch(tree, BRANCH, applied[-1].commit if applied else base_commit)
+    return tree, applied
+
+
+def apply_series(
+    root: Path,
+    base: Base,
+    tree: Path,
+    cache: Path,
+    git_url: str | None = None,
+    index_url: str | None = None,
+    force: bool = False,
+    progress: Progress = QUIET,
+) -> ApplyResult:
+    """Make ``tree`` the base plus the series of ``root``; quick no-op when nothing changed."""
+    started = time.monotonic()
+    series = read_series(root, base.queue, base.name)  # the base's own queue (bases.toml)
+    patches = series.load()  # every patch parses before anything is touched
+    source = "git" if git_url else "sdist"
+    digest = inputs_digest(base, source, series)
+    seam = SeamTree(tree)
+    with seam.locked(progress):
+        dropped = []
+        found = seam.load()
+        if found:  # a `seam/...` branch of the user's: refused before anything moves
+            refuse_blocked_branch(tree, hints.rerun("apply", root, base.name, tree))
+        if found and found.pending:
+            dropped.append(seam.finish_pending_switch(found, force, progress))
+        state, ref = seam.check_replaceable(
+            (Kind.APPLY, Kind.PORT),
+            "tkv-seam apply",
+            force,
+            rerun=hints.rerun("apply", root, base.name, tree),
+            force_hint=f"`{hints.rerun('apply', root, base.name, tree, force=True)}`",
+            progress=progress,
+        )
+        dropped = [r for r in (*dropped, ref) if r]
+        if state and state.digest == digest and not force:
+            progress.step(f"{tree} is up to date ({len(patches)} patches on {base.name})")
+            result = ApplyResult.from_state(tree, state)
+            result.up_to_date = True
+            result.seconds = time.monotonic() - started
+            return result
+        repo, fetched = base_repo(base, cache, git_url, index_url, progress)
+
+        def result_for(applied: list[AppliedPatch]) -> ApplyResult:
+            return ApplyResult(
+                tree=str(tree),
+                base=base.name,
+                source=source,
+                base_commit=repo.commit,
+                upstream_commit=repo.upstream_commit,
+                head=applied[-1].commit if applied else repo.commit,
+                digest=digest,
+                fetched_bytes=fetched,
+                patches=applied,
+                dropped=dropped,
+                inputs=series.file_digests(),
+            )
+
+        if state and state.base_commit == repo.commit and not git.status_paths(tree):
+            # Same base, clean tree: build the commits in its object store, then move the
+            # tree to them; a failing patch leaves it exactly as it was.
+            result = result_for(commit_series(tree, repo.commit, patches, progress))
+            progress.step(f"switch {tree} to {result.head[:12]}")
+            seam.switch_in_place(result.state(), force, progress)
+        else:
+            # No tree (or a dirty one under --force, or another base): build aside, swap in.
+            with seam.scratch() as scratch:
+                try:
+                    new, applied = build_tree(scratch, repo.path, repo.commit, patches, progress)
+                except CorruptObject as e:
+                    raise VerifyError(
+                        f"the cached base {repo.path} is damaged: {e.message}",
+                        hint=f"check and rebuild it: {hints.tool('fetch', '--base', base.name)}, then run the "
+                        "command again",
+                    ) from e
+                result = result_for(applied)
+                result.state().save(new)
+                seam.swap_in(new, progress)
+    progress.step(f"{tree}: {len(patches)} patches applied on {base.name} ({repo.commit[:12]})")
+    result.seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,271 @@
+"""Refresh: turn the build tree's commits after the base back into the base's own queue.
+
+The output is canonical ``git format-patch`` text, made byte-stable (``git.format_patch``
+gives each flag's reason) with the ``Date:`` header dropped: no timestamps.
+``write_queue`` writes a queue (only the one named) and is what ``port finish`` uses too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import git, hints
+from .apply import inputs_digest
+from ..bases.pins import Base
+from ..errors import RefusedError, SeamError
+from ..fsutil import atomic_write
+from ..queue.patch import Header, PatchFormatError, parse_text
+from ..progress import QUIET, Progress
+from ..tree.seamtree import BASE_TAG, SeamTree
+from ..queue.series import Queue, Series, patch_filename, read_series, write_series
+from ..tree.state import AppliedPatch, TreeState
+
+
+VERDICTS = "PORT.md"  # a port's verdict table, beside the new queue's patches
+
+
+@dataclass
+class Exported:
+    name: str
+    status: str  # "unchanged", "updated", "added", "removed"
+
+
+def format_commit(tree: Path, commit: str) -> str:
+    """One commit as canonical patch text."""
+    data = git.format_patch(tree, commit)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise SeamError(
+            f"{tree}: commit {commit[:12]}: its patch text is not UTF-8 (byte {data[e.start]:#04x} on "
+            f"line {line} of `git format-patch`); patches are UTF-8 text",
+            hint=f"re-encode the file in UTF-8 and amend the commit (`{hints.shell('git', '-C', tree, 'show', commit[:12])}` "
+            "shows it), then refresh again",
+        ) from e
+    lines = text.split("\n")
+    head_end = lines.index("") if "" in lines else 0
+    kept = [line for i, line in enumerate(lines) if not (i < head_end and line.startswith("Date: "))]
+    return "\n".join(kept)
+
+
+def commits_after_base(tree: Path, base_commit: str) -> list[str]:
+    merges = git.merges_after(tree, base_commit)
+    if merges:
+        raise SeamError(
+            f"{tree}: merge commits after the base cannot be exported: {merges[0][:12]}",
+            hint=f"linearise the branch (`{hints.shell('git', '-C', tree, 'rebase', BASE_TAG)}`) and refresh again",
+        )
+    return git.commits_after(tree, base_commit)
+
+
+def edited_since_apply(state: TreeState, series: Series) -> list[str]:
+    """The patch files (and series entries) that differ from what the tree was applied from."""
+    now = series.file_digests()
+    where = series.queue.patches
+    edited = [f"{where}/{n}" for n, d in now.items() if state.inputs.get(n) != d]
+    edited += [f"{where}/{n} (no longer in series)" for n in state.inputs if n not in now]
+    return edited
+
+
+def queue_snapshot(root: Path, queue: Queue) -> dict[str, bytes]:
+    """The files of a queue a writer may replace (its series, its ``*.patch``, its PORT.md):
+    project-relative path -> bytes."""
+    files = [root / queue.series, root / queue.patches / VERDICTS]
+    patches = root / queue.patches
+    if patches.is_dir():
+        files += sorted(patches.glob("*.patch"))
+    return {str(p.relative_to(root)): p.read_bytes() for p in files if p.is_file() and not p.is_symlink()}
+
+
+def queue_digest(root: Path, queue: Queue) -> str:
+    """sha256 over a queue's files (``absent`` when it has none): what a port finds at its start."""
+    files = queue_snapshot(root, queue)
+    if not files:
+        return "absent"
+    h = hashlib.sha256()
+    for rel, data in sorted(files.items()):
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).hexdigest().encode() + b"\0")
+    return h.hexdigest()
+
+
+def queue_edits(root: Path, queue: Queue) -> list[tuple[str, str]]:
+    """Uncommitted changes (and untracked files) of the queue in the project's git; none when the
+    project is not a git repository."""
+    if git.toplevel(root) is None:
+        return []
+    return [(st.strip() or "??", p) for st, p in git.status_paths(root, [queue.series, queue.patches])]
+
+
+def changed_files(before: dict[str, bytes], root: Path) -> dict[str, bytes]:
+    """The files of ``before`` (a snapshot) whose bytes are no longer at their path."""
+    out = {}
+    for rel, data in before.items():
+        p = root / rel
+        if not p.is_file() or p.read_bytes() != data:
+            out[rel] = data
+    return out
+
+
+def keep_header(text: str, old: Header | None) -> tuple[str, list[str]]:
+    """``text`` with the header fields of ``old`` (same patch) that its commit message lost put back.
+
+    A commit made by hand (a resolved port, ``git commit -m``) may carry a shorter message
+    than the patch it came from; the patch's Verdict, Reason, Depends-on, Tests... stay.
+    """
+    if old is None:
+        return text, []
+    new = parse_text(text, "export").header
+    missing = [(k, v) for k in old.trailers if not new.get(k) for v in old.trailers[k]]
+    if not missing:
+        return text, []
+    idx = text.find("\ndiff --git ") + 1
+    head, diff = text[:idx].rstrip("\n"), text[idx:]
+    sep = "\n" if new.trailers else "\n\n"
+    head += sep + "\n".join(f"{k}: {v}" for k, v in missing) + "\n\n"
+    return head + diff, sorted({k for k, _ in missing})
+
+
+def write_queue(
+    root: Path,
+    queue: Queue,
+    texts: dict[str, str],
+    order: list[str],
+    force: bool = False,
+    again: str = "",
+    verb: str = "refresh",
+) -> list[Exported]:
+    """Write ``texts`` as the queue at ``queue`` (and only there); refuse to delete a patch unless ``force``.
+
+    Every patch keeps the header fields of the patch with the same slug already in the queue.
+    """
+    old = read_series(root, queue) if (root / queue.series).exists() else Series(root, [], queue)
+    old_headers = {}
+    for name in old.names:
+        if old.path(name).is_file():
+            try:
+                header = parse_text(old.path(name).read_text(), name).header
+            except (PatchFormatError, UnicodeDecodeError):
+                continue  # not a patch (its bytes are kept by the caller's backup): no header to keep
+            old_headers[header.slug] = header
+    gone = [n for n in old.names if n not in texts and old.path(n).exists()]
+    if gone and not force:
+        listing = "\n".join(f"    {old.path(n).relative_to(root)}" for n in gone)
+        raise RefusedError(
+            f"{verb} would delete {len(gone)} patch(es) of {queue.series} that the tree has no commit for:\n"
+            + listing,
+            hint="keep them: add their commits back to the tree; delete them: "
+            + (again or "run it again with --force"),
+        )
+    report: list[Exported] = []
+    patches = old.patches_dir
+    patches.mkdir(parents=True, exist_ok=True)
+    for name in order:
+        text, kept = keep_header(texts[name], old_headers.get(parse_text(texts[name], name).header.slug))
+        path = patches / name
+        data = text.encode("utf-8")
+        if path.exists() and path.read_bytes() == data:
+            report.append(Exported(name, "unchanged"))
+            continue
+        status = "updated" if path.exists() else "added"
+        report.append(Exported(name, status + (f" (kept {', '.join(kept)})" if kept else "")))
+        atomic_write(path, data)
+    for name in gone:
+        old.path(name).unlink()
+        report.append(Exported(name, "removed"))
+    if old.names != order or not old.file.exists():
+        write_series(root, order, queue)
+    return report
+
+
+def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str]]:
+    """Canonical patch text per commit after ``base_commit``, named by position and slug."""
+    texts: dict[str, str] = {}
+    order: list[str] = []
+    for k, commit in enumerate(commits_after_base(tree, base_commit), 1):
+        text = format_commit(tree, commit)
+        header = parse_text(text, f"commit {commit[:12]}").header
+        name = patch_filename(k, header.slug)
+        if name in texts:
+            raise SeamError(
+                f"{tree}: two commits export to {name}: give them different subjects",
+                hint=f"{hints.shell('git', '-C', tree, 'rebase', '-i', BASE_TAG)}  (reword one), then refresh again",
+            )
+        texts[name] = text
+        order.append(name)
+    return texts, order
+
+
+def record_export(tree: Path, state: TreeState, base: Base, root: Path, order: list[str]) -> None:
+    """Record in ``state`` what the queue now holds: its patches (name, commit, files), HEAD, digests."""
+    series = read_series(root, base.queue)
+    commits = commits_after_base(tree, state.base_commit)
+    state.patches = [AppliedPatch(n, c, git.files_of(tree, c)) for n, c in zip(order, commits)]
+    state.head = git.head(tree)
+    state.digest = inputs_digest(base, state.source, series)
+    state.inputs = series.file_digests()
+
+
+def refresh(
+    root: Path, base: Base, tree: Path, force: bool = False, progress: Progress = QUIET
+) -> list[Exported]:
+    """Export the tree's commits to ``base``'s own queue (bases.toml); refuse to lose work."""
+    seam = SeamTree(tree)
+    with seam.locked(progress):
+        return _refresh(root, base, seam, force, progress)
+
+
+def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Progress) -> list[Exported]:
+    tree = seam.path
+    state = seam.state()
+    if state.port_in_progress:
+        where = f"stopped at {state.port.current}" if state.port.current else "not finished"
+        raise RefusedError(
+            f"{tree} is a port to {state.base} in progress ({where}); its queue is written when it "
+            "finishes, not by refresh",
+            hint=f"{hints.port('status', state.base, tree)}   (then continue, skip or finish)",
+        )
+    if state.base != base.name:
+        raise RefusedError(
+            f"{tree} was applied on {state.base}, not {base.name}: refresh would write "
+            f"{state.base}'s patches into {base.name}'s queue ({base.queue.series})",
+            hint=hints.tool("refresh", "--base", state.base, "--tree", tree),
+        )
+    if state.pending:
+        raise RefusedError(
+            f"{tree}: an interrupted apply left it half-switched to {state.head[:12]}; its commits "
+            "are not what the queue was applied from, so refresh writes nothing",
+            hint=f"finish the switch first: {hints.tool('apply', '--base', state.base, '--tree', tree)}",
+        )
+    dirty = git.status_paths(tree)
+    if dirty:
+        shown = "\n".join(f"    {st.strip() or '??'} {path}" for st, path in dirty[:10])
+        raise RefusedError(
+            f"{tree} has uncommitted changes ({len(dirty)} paths); refresh exports commits only:\n{shown}",
+            hint=f"commit them (`{hints.shell('git', '-C', tree, 'add', '-A')} && "
+            f"{hints.shell('git', '-C', tree, 'commit')}`) or stash them "
+            f"(`{hints.shell('git', '-C', tree, 'stash', '-u')}`), then refresh again",
+        )
+    series = read_series(root, base.queue, base.name)
+    if inputs_digest(base, state.source, series) != state.digest:
+        edited = edited_since_apply(state, series) if state.inputs else []
+        named = ("\n" + "\n".join(f"    {e}" for e in edited)) if edited else ""
+        if not force:
+            raise RefusedError(
+                f"{base.queue.patches}/ or {base.queue.series} changed since the tree was applied; "
+                f"refresh would overwrite those edits{':' if named else ''}{named}",
+                hint=f"keep the patch edits: `{hints.rerun('apply', root, base.name, tree, force=True)}` (keeps the tree's "
+                f"commits in a ref); keep the tree commits: `{hints.rerun('refresh', root, base.name, tree, force=True)}` "
+                "(backs up the patch files first)",
+            )
+        keep = seam.back_up(queue_snapshot(root, base.queue))
+        progress.warn(f"--force overwrites the edits to {base.queue.patches}/{named}\nbacked up in {keep}")
+    texts, order = export_texts(tree, state.base_commit)
+    report = write_queue(
+        root, base.queue, texts, order, force, again=hints.rerun("refresh", root, base.name, tree, force=True)
+    )
+    record_export(tree, state, base, root, order)
+    seam.save(state)
+    return report

@@ -1,0 +1,158 @@
+"""Upstream's style gate on the patched files: the base's ruff pin with the tree's own pyproject.toml.
+
+The ruff version is the base's (``bases.toml``: ``<base>.seam.ruff``, the rev of
+ruff-pre-commit in upstream's .pre-commit-config.yaml). The ruff beside this Python
+is used when it is that version; otherwise that version is installed once
+(``uv pip install --target``) into the tkv-seam cache.
+
+``stylecheck`` runs the gate on the full series (the work tree); ``prefix_problems``
+runs it on every prefix of the series (the bisect lane): each file as it is at that
+prefix's commit, read from git and handed to ruff on stdin under its own path, so the
+tree's configuration and exclude lists apply and no tree is copied.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .. import git
+from ..bases.pins import Base
+from ..errors import SeamError
+from ..queue.patch import Patch
+from ..queue.series import read_series
+
+
+def _version(exe: str) -> str:
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.split()
+    return out[-1] if out else ""
+
+
+def _ruff(version: str, cache: Path, explicit: str | None) -> str:
+    if explicit:
+        if _version(explicit) != version:
+            raise SeamError(f"{explicit} is ruff {_version(explicit)}; the style gate is ruff {version}")
+        return explicit
+    for c in (str(Path(sys.executable).with_name("ruff")), shutil.which("ruff")):
+        if c and Path(c).exists() and _version(c) == version:
+            return c
+    target = cache / "tools" / f"ruff-{version}"
+    exe = target / "bin" / "ruff"
+    if not exe.exists():
+        uv = os.environ.get("UV") or str(Path(sys.executable).with_name("uv"))
+        cmd = [uv if Path(uv).exists() else "uv", "pip", "install", "-q", "--target", str(target)]
+        proc = subprocess.run([*cmd, f"ruff=={version}"], capture_output=True, text=True)
+        if proc.returncode != 0 or not exe.exists():
+            raise SeamError(f"cannot install ruff {version}: {proc.stderr.strip()}", hint="make venv")
+    return str(exe)
+
+
+def _gate_ruff(base: Base, cache: Path, explicit: str | None) -> str:
+    if not base.seam.ruff:
+        raise SeamError(
+            f"bases.toml pins no style-gate ruff for {base.name}", hint=f'["{base.name}".seam] ruff'
+        )
+    return _ruff(base.seam.ruff, cache, explicit)
+
+
+def _py_files(patches: Sequence[Patch]) -> list[str]:
+    """The .py files the patches leave in the tree (deleted files are not checked)."""
+    return sorted({fc.path for p in patches for fc in p.files if fc.new and fc.path.endswith(".py")})
+
+
+def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> list[str]:
+    """Problems reported by ``ruff check`` and ``ruff format --check`` on the series' .py files."""
+    files = _py_files(read_series(root, base.queue, base.name).load())
+    if not files:
+        return []
+    exe = _gate_ruff(base, cache, ruff)
+    problems = []
+    # --force-exclude: honour the tree's exclude lists for explicitly named files, as vLLM's pre-commit does.
+    for args in (
+        ["check", "--force-exclude", "--no-cache"],
+        ["format", "--check", "--force-exclude", "--no-cache"],
+    ):
+        proc = subprocess.run([exe, *args, *files], cwd=tree, capture_output=True, text=True)
+        if proc.returncode != 0:
+            problems += [
+                f"ruff {args[0]}: {line}" for line in (proc.stdout + proc.stderr).splitlines() if line.strip()
+            ]
+    return problems
+
+
+def _blob_problems(exe: str, tree: Path, path: str, data: bytes) -> list[str]:
+    """The gate on one file's content, as ``<path>:<line>: <rule>: <message>`` lines."""
+    common = ["--force-exclude", "--no-cache", "--stdin-filename", path, "-"]
+    problems = []
+    check = subprocess.run(
+        [exe, "check", "--output-format", "concise", "--quiet", *common],
+        cwd=tree,
+        input=data,
+        capture_output=True,
+    )
+    if check.returncode != 0:
+        text = (check.stdout + check.stderr).decode(errors="replace")
+        problems += [f"ruff check: {line}" for line in text.splitlines() if line.strip()]
+    fmt = subprocess.run([exe, "format", "--diff", *common], cwd=tree, input=data, capture_output=True)
+    if fmt.returncode != 0:
+        line, change = _first_change(fmt.stdout.decode(errors="replace"))
+        why = f"would reformat: {change}" if change else fmt.stderr.decode(errors="replace").strip()
+        problems.append(f"ruff format: {path}:{line}: {why}")
+    return problems
+
+
+def _first_change(diff: str) -> tuple[int, str]:
+    """The line (of the checked file) and text of the first change in ``ruff format --diff``."""
+    line = 0
+    for text in diff.splitlines():
+        if text.startswith("@@"):
+            line = int(text.split()[1].lstrip("-").split(",")[0])
+        elif line and text[:1] in "-+" and not text.startswith(("---", "+++")):
+            kind = "remove" if text[0] == "-" else "insert"
+            return line, f"{kind} {text[1:].strip()!r}" if text[1:].strip() else f"{kind} a blank line"
+        elif line and text[:1] == " ":
+            line += 1
+    return max(line, 1), ""
+
+
+def prefix_problems(
+    tree: Path,
+    chain: Sequence[str],
+    patches: Sequence[Patch],
+    base: Base,
+    cache: Path,
+    only: set[int] | None = None,
+    ruff: str | None = None,
+) -> list[tuple[int, str]]:
+    """The gate on every prefix k of the series (``chain[k]`` holds patches 1..k): the .py files
+    patches 1..k touch, as they are at ``chain[k]``. ``only``: just these prefixes.
+
+    Each distinct file version is checked once; a problem is reported for the prefixes that
+    hold that version (``prefix 6``, or ``prefixes 6-8`` when later patches leave the file as
+    it is), with the patch that made it: ``(that patch's number, message)``.
+    """
+    ks = [k for k in range(1, len(patches) + 1) if only is None or k in only]
+    files_at = {k: _py_files(patches[:k]) for k in ks}
+    if not any(files_at.values()):
+        return []
+    exe = _gate_ruff(base, cache, ruff)
+    held: dict[tuple[str, str], list[int]] = {}  # (path, blob id) -> prefixes holding it
+    for k in ks:
+        if not files_at[k]:
+            continue
+        for entry in git.ls_tree(tree, chain[k], files_at[k]):
+            held.setdefault((entry.path, entry.id), []).append(k)
+    problems = []
+    for (path, blob), prefixes in sorted(held.items(), key=lambda item: (item[1][0], item[0][0])):
+        found = _blob_problems(exe, tree, path, git.read_blob(tree, blob))
+        if not found:
+            continue
+        first, last = prefixes[0], prefixes[-1]
+        where = f"prefix {first}" if first == last else f"prefixes {first}-{last}"
+        made_by = next(k for k in range(first, 0, -1) if path in {fc.path for fc in patches[k - 1].files})
+        problems += [(made_by, f"{where} ({patches[made_by - 1].name}): {p}") for p in found]
+    return problems

@@ -1,0 +1,232 @@
+"""The overlay: the patched ``vllm/`` files of the series, derived from the patches.
+
+``stage`` writes ``manifest.json`` (per file: path, pristine sha256, patched
+sha256) and ``overlay/vllm/...`` for one commit of the build tree; the same
+stage feeds the Docker build and the test venv (``overlay_install``). A stage
+directory is one the tool creates, or a previous stage it recognises (``outputs``
+output marker): anything else is refused, nothing deleted. ``install_into_venv``
+runs the stage's installer with the venv's python and turns its exit status into
+an error a user can act on (the venv is the project's test venv, or the user's own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import git, hints
+from ..errors import SeamError, UsageError, VerifyError
+from ..lock import locked, tree_lock_path
+from ..outputs import replace_output_dir, seal_output_dir
+from ..queue.patch import Patch
+from ..progress import QUIET, Progress
+from ..tree.seamtree import SeamTree
+
+PACKAGE_PREFIX = "vllm/"
+INSTALLER = Path(__file__).with_name("install.py")
+STAGE_KIND = "an overlay stage"
+STAGE_NAMES = ("manifest.json", "overlay", "overlay_install.py")
+CONTEXT_KIND = "an image build context"
+CONTEXT_NAMES = ("Dockerfile", "tkv-seam")
+# The installer's exit statuses (overlay_install.py's docstring).
+NOT_PRISTINE, NO_VLLM, CANNOT_WRITE = 1, 2, 3
+
+
+def overlay_paths(patches: list[Patch]) -> list[str]:
+    """The vllm/ files the series touches (sorted): the image and venv overlay set."""
+    paths = set()
+    for patch in patches:
+        for fc in patch.files:
+            for p in (fc.old, fc.new):
+                if p and p.startswith(PACKAGE_PREFIX):
+                    if fc.kind != "modify":
+                        raise SeamError(
+                            f"{patch.name}: {p}: the overlay replaces existing files only "
+                            f"({fc.kind} of a vllm/ file cannot be overlaid)"
+                        )
+                    paths.add(p)
+    return sorted(paths)
+
+
+def queue_overlay_paths(root: Path, base) -> list[str]:
+    """The overlay set of ``base``'s own queue (bases.toml says where it lives)."""
+    from ..queue.series import read_series
+
+    return overlay_paths(read_series(root, base.queue, base.name).load())
+
+
+def _blob(tree: Path, commit: str, path: str) -> bytes:
+    return git.show_required(tree, commit, path)
+
+
+def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series_digest: str = "") -> dict:
+    """Write manifest.json and overlay/ for ``commit`` of the build tree into ``dest``."""
+    state = SeamTree(tree).state()
+    base_commit = state.base_commit
+    named = None if commit.startswith("-") else git.resolve(tree, f"{commit}^{{commit}}")
+    if named is None:
+        raise UsageError(
+            f"--commit {commit}: no such commit in {tree}",
+            hint=hints.shell("git", "-C", tree, "log", "--oneline", "-5") + "  (the commits of the tree)",
+        )
+    commit = named
+    replace_output_dir(dest, STAGE_KIND, STAGE_NAMES, legacy=_legacy_stage)
+    (dest / "overlay").mkdir()
+    files = []
+    for path in paths:
+        pristine = _blob(tree, base_commit, path)
+        patched = _blob(tree, commit, path)
+        out = dest / "overlay" / path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(patched)
+        files.append(
+            {
+                "path": path,
+                "pristine_sha256": hashlib.sha256(pristine).hexdigest(),
+                "patched_sha256": hashlib.sha256(patched).hexdigest(),
+            }
+        )
+    manifest = {
+        "base": state.base,
+        "upstream_commit": state.upstream_commit,
+        "commit": commit,
+        "series_digest": series_digest or state.digest,
+        "files": files,
+    }
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    shutil.copy2(INSTALLER, dest / "overlay_install.py")
+    seal_output_dir(dest)
+    return manifest
+
+
+def _legacy_stage(dest: Path) -> bool:
+    """A stage written before output markers: only the stage's names, every overlay file listed."""
+    if not {p.name for p in dest.iterdir()} <= set(STAGE_NAMES):
+        return False
+    try:
+        listed = {f["path"] for f in json.loads((dest / "manifest.json").read_text())["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    found = {p.relative_to(dest / "overlay").as_posix() for p in (dest / "overlay").rglob("*") if p.is_file()}
+    return found <= listed
+
+
+def _legacy_context(dest: Path) -> bool:
+    """An image build context written before output markers: the Dockerfile and a stage."""
+    names = {p.name for p in dest.iterdir()}
+    stage_dir = dest / "tkv-seam"
+    return names <= set(CONTEXT_NAMES) and (not stage_dir.exists() or _legacy_stage(stage_dir))
+
+
+def replace_context_dir(dest: Path) -> None:
+    """The image's build context directory, created or a previous context emptied (else refused)."""
+    replace_output_dir(dest, CONTEXT_KIND, legacy=_legacy_context, rerun="make image")
+
+
+def stage_locked(
+    tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", progress: Progress = QUIET
+) -> dict:
+    """``stage`` holding ``dest``'s lock: two runs staging into one directory take turns."""
+    with locked(tree_lock_path(dest), str(dest), progress):
+        return stage(tree, paths, dest, commit)
+
+
+def install_commit(
+    tree: Path,
+    paths: list[str],
+    stage_dir: Path,
+    commit: str,
+    python: Path,
+    own_venv: bool,
+    rerun: str = "",
+    progress: Progress = QUIET,
+) -> Installed:
+    """Stage ``commit`` of the build tree into ``stage_dir`` and install it into ``python``'s venv,
+    holding the stage's lock (two installs take turns)."""
+    with locked(tree_lock_path(stage_dir), str(stage_dir), progress):
+        stage(tree, paths, stage_dir, commit)
+        return install_into_venv(python, stage_dir, own_venv, rerun)
+
+
+@dataclass
+class Installed:
+    """What the installer did in one venv."""
+
+    python: str
+    vllm_dir: str
+    vllm_version: str
+    replaced: list[str]
+    output: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def install_into_venv(python: Path, stage_dir: Path, own_venv: bool = True, rerun: str = "") -> Installed:
+    """Run the stage's installer with the venv's python (so it finds that venv's vllm).
+
+    ``own_venv``: the venv is the project's test venv (``make venv-vllm`` made it, so the
+    fix may recreate it); else it is the user's and the hint never removes it.
+    ``rerun``: the command that repeats this step (for the hints).
+    """
+    manifest = json.loads((stage_dir / "manifest.json").read_text())
+    base = manifest.get("base", "<base>")
+    if not python.exists():
+        raise SeamError(
+            f"no Python at {python}",
+            hint=f"make venv-vllm BASE={base}" if own_venv else "pass --python <your venv>/bin/python",
+        )
+    # The venv's own vllm: not one a PYTHONPATH of this process points at (a build tree, say).
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    installer = [str(stage_dir / "overlay_install.py"), str(stage_dir), "--keep-state", "--venv"]
+    proc = subprocess.run([str(python), *installer, "--result-json"], capture_output=True, text=True, env=env)
+    lines = proc.stdout.splitlines()
+    result = _result(lines)
+    if proc.returncode == 0 and result.get("status") == 0:
+        return Installed(
+            str(python),
+            result.get("vllm_dir", ""),
+            result.get("vllm_version", ""),
+            result.get("replaced") or [],
+            "".join(f"{line}\n" for line in lines),
+        )
+    message = proc.stderr.strip() or "\n".join(lines).strip() or f"{python}: the overlay installer failed"
+    message = message.removeprefix("tkv-seam overlay: ")
+    again = rerun or "run the command again"
+    q = shlex.quote(str(python))
+    status = result.get("status")  # None: the installer itself crashed (not its verdict)
+    if status == NOT_PRISTINE:
+        version = base.removeprefix("v")
+        if own_venv:
+            venv = python.parent.parent
+            hint = f"recreate the test venv: rm -rf {shlex.quote(str(venv))} && make venv-vllm BASE={base}"
+        else:  # the user's venv: put vLLM's own files back, remove nothing
+            hint = f"{q} -m pip install --force-reinstall --no-deps vllm=={version}, then {again}"
+        raise VerifyError(message, hint=hint)
+    if status == CANNOT_WRITE:
+        where = shlex.quote(result.get("path") or str(python.parent.parent))
+        raise SeamError(message, hint=f"ls -ld {where}  (make it writable for you), then {again}")
+    if status == NO_VLLM:
+        raise SeamError(message, hint=f"{q} -m pip show vllm  (install vLLM {base} into that venv)")
+    raise SeamError(
+        f"{python}: the overlay installer failed (exit {proc.returncode}): {message}",
+        hint=f"{q} --version  (a Python 3 of the venv holding vLLM {base}), then {again}",
+    )
+
+
+def _result(lines: list[str]) -> dict:
+    """The installer's outcome (its last stdout line, removed from ``lines``); {} when absent."""
+    try:
+        result = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return {}
+    lines.pop()
+    return result

@@ -1,0 +1,198 @@
+"""``drift --diff``: what changed in one patch between a base and the previous base.
+
+The drift matrix says *that* a patch was re-expressed; this says *how*. Both versions of
+the patch are normalised the way ``git range-diff`` compares commits: the header as its
+commit message, each file as its hunks with the line numbers dropped (``@@`` keeps only
+the function context) and without ``index`` lines. A unified diff of the two normalised
+texts, per section (the header, then each file), shows only what a reviewer must read:
+new or changed lines of code, tests and prose; hunks that only moved show nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import hints
+from ..bases.pins import Base
+from .drift import compare
+from ..errors import UsageError
+from .patch import FileChange, Patch
+from .series import read_series
+
+HEADER = "header"
+
+
+@dataclass
+class Section:
+    name: str  # "header" or a file path
+    status: str  # same / changed (header); same hunks / context only / re-expressed / added / dropped (files)
+    changed: list[str] = field(default_factory=list)  # header: the fields that differ
+    diff: list[str] = field(default_factory=list)  # unified diff lines of the normalised texts
+
+
+@dataclass
+class PatchDiff:
+    slug: str
+    old_base: str
+    new_base: str
+    old_name: str
+    new_name: str
+    status: str  # the drift matrix's cell
+    sections: list[Section] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _header_lines(patch: Patch) -> list[str]:
+    return [f"Author: {patch.header.author}", *patch.header.message.rstrip("\n").split("\n")]
+
+
+def _file_lines(fc: FileChange) -> list[str]:
+    out = [f"{fc.kind} {fc.path}" + (f" (mode {fc.new_mode})" if fc.new_mode else "")]
+    for hunk in fc.pfile:
+        out.append(f"@@ {hunk.section_header}".rstrip())
+        out += [str(line).rstrip("\n") for line in hunk]
+    return out
+
+
+def _changed_fields(old: Patch, new: Patch) -> list[str]:
+    a, b = old.header, new.header
+    fields = [name for name in ("author", "summary", "description") if getattr(a, name) != getattr(b, name)]
+    keys = list(dict.fromkeys([*a.trailers, *b.trailers]))
+    return fields + [k for k in keys if a.trailers.get(k) != b.trailers.get(k)]
+
+
+def _unified(old: list[str], new: list[str], old_label: str, new_label: str) -> list[str]:
+    return list(difflib.unified_diff(old, new, old_label, new_label, n=3, lineterm=""))
+
+
+def diff_patches(old: Patch, new: Patch, old_base: str, new_base: str) -> PatchDiff:
+    """Section by section, how ``new`` (on ``new_base``) differs from ``old`` (on ``old_base``)."""
+    out = PatchDiff(new.header.slug, old_base, new_base, old.name, new.name, compare(old, new))
+    a, b = f"{old_base}/{old.name}", f"{new_base}/{new.name}"
+    diff = _unified(_header_lines(old), _header_lines(new), a, b)
+    out.sections.append(Section(HEADER, "changed" if diff else "same", _changed_fields(old, new), diff))
+    old_files = {fc.path: fc for fc in old.files}
+    new_files = {fc.path: fc for fc in new.files}
+    for path in list(dict.fromkeys([*new_files, *old_files])):
+        fo, fn = old_files.get(path), new_files.get(path)
+        if fo is None or fn is None:
+            status = "added" if fo is None else "dropped"
+            lines = _unified([], _file_lines(fn), a, b) if fo is None else _unified(_file_lines(fo), [], a, b)
+            out.sections.append(Section(path, status, diff=lines))
+            continue
+        status = compare(_only(old, fo), _only(new, fn))
+        out.sections.append(Section(path, status, diff=_unified(_file_lines(fo), _file_lines(fn), a, b)))
+    return out
+
+
+def _only(patch: Patch, fc: FileChange) -> Patch:
+    """``patch`` restricted to one file (for ``drift.compare``)."""
+    return Patch(patch.name, patch.path, patch.text, patch.header, [fc])
+
+
+def _queues(root: Path, bases: dict[str, Base]) -> dict[str, dict[str, Patch]]:
+    """The bases that have a queue, in bases.toml order: slug -> patch."""
+    out = {}
+    for name, base in bases.items():
+        if (root / base.queue.series).exists():
+            out[name] = {p.header.slug: p for p in read_series(root, base.queue, name).load()}
+    return out
+
+
+def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = None) -> str:
+    """A slug from a slug, a patch file name (``0003-x.patch``) or its number (``0003``).
+
+    A name or number is a queue's own: ``base``'s when given, else it must name one patch in
+    every queue that has it (queues are numbered each on its own).
+    """
+    if any(wanted in patches for patches in queues.values()):
+        return wanted
+    named: dict[str, list[str]] = {}  # slug -> the queues where ``wanted`` names it
+    for name, patches in queues.items():
+        for slug, patch in patches.items():
+            if wanted in (patch.name, patch.name.split("-", 1)[0]):
+                named.setdefault(slug, []).append(name)
+    if base is not None:
+        for slug, where in named.items():
+            if base in where:
+                return slug
+    if len(named) == 1:
+        return next(iter(named))
+    if named:
+        said = ", ".join(f"{slug} in {' and '.join(where)}" for slug, where in named.items())
+        raise UsageError(
+            f"{wanted!r} names {said}: give the slug (or --base)",
+            hint=hints.make("drift", DIFF=next(iter(named))),
+        )
+    known = sorted({s for patches in queues.values() for s in patches})
+    close = difflib.get_close_matches(wanted, known, n=1)
+    raise UsageError(
+        f"no patch {wanted!r} in any queue; known: {', '.join(known) or 'none'}",
+        hint=hints.make("drift", DIFF=close[0] if close else (known[0] if known else "<slug>")),
+    )
+
+
+def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | None = None) -> list[PatchDiff]:
+    """The diffs of one patch: between ``base`` and the base before it, or for every such pair."""
+    queues = _queues(root, bases)
+    slug = _slug(queues, wanted, base)
+    names = list(queues)
+    if base is not None:
+        if base not in bases:
+            raise UsageError(
+                f"unknown base {base!r}; known bases: {', '.join(bases)}", hint=hints.make("drift", DIFF=slug)
+            )
+        if base not in queues:
+            raise UsageError(f"{base} has no queue yet", hint=hints.port("report", base))
+        i = names.index(base)
+        if i == 0:
+            if len(names) > 1:
+                hint = hints.make("drift", DIFF=slug, BASE=names[1])
+            else:  # the only queue: the next base is ported from it, or there is none yet
+                after = list(bases)[list(bases).index(base) + 1 :]
+                hint = hints.port("report", after[0]) if after else hints.make("pin", VERSION="<version>")
+            raise UsageError(
+                f"{base} is the first base with a queue: nothing before it to compare with", hint=hint
+            )
+        pairs = [(names[i - 1], base)]
+    else:
+        pairs = list(zip(names, names[1:]))
+    out = []
+    for old_base, new_base in pairs:
+        old, new = queues[old_base].get(slug), queues[new_base].get(slug)
+        if old is None or new is None:
+            if base is not None:
+                where = old_base if old is None else new_base
+                raise UsageError(
+                    f"{slug} is not in {where}'s queue: nothing to compare between {old_base} and {new_base}",
+                    hint=f"{hints.make('drift')}  (the matrix: where {slug} is absent or new)",
+                )
+            continue
+        out.append(diff_patches(old, new, old_base, new_base))
+    return out
+
+
+def render(diff: PatchDiff) -> str:
+    """Text: one summary line per section, then the sections' diffs."""
+    lines = [
+        f"{diff.slug}: {diff.old_base} {diff.old_name} -> {diff.new_base} {diff.new_name}: {diff.status}"
+    ]
+    width = max(len(s.name) for s in diff.sections)
+    for s in diff.sections:
+        what = s.status + (f" ({', '.join(s.changed)})" if s.changed else "")
+        what += {"added": f" (only in {diff.new_base})", "dropped": f" (only in {diff.old_base})"}.get(
+            s.status, ""
+        )
+        if s.diff and s.name != HEADER and s.status not in ("added", "dropped"):
+            plus = sum(1 for x in s.diff[2:] if x.startswith("+"))
+            minus = sum(1 for x in s.diff[2:] if x.startswith("-"))
+            what += f": +{plus} -{minus} lines of the patch"
+        lines.append(f"  {s.name:{width}}  {what}")
+    for s in diff.sections:
+        if s.diff:
+            lines += ["", f"## {s.name}", *s.diff]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,225 @@
+"""Carry a new vLLM release: one command from "a release shipped" to "it is carried".
+
+``carry <version>`` does, in order, each step only when it is not done yet (so running it
+again goes on where it stopped):
+
+1. **pin** the release in ``bases.toml`` (``pin``: verified sdist; a release already pinned is
+   not asked of the index again);
+2. write its **``.seam`` table** (``seamtable``: ruff of its pre-commit config, the plugin pin
+   and upstream test files of the base it is carried from, moves found by ``git diff -M``);
+   an existing table is kept as it is;
+3. write its **CPU lock** ``ci/lock-cpu-<base>.txt`` (``cpulock``); an existing one is kept;
+4. **port** the newest carried queue older than the release onto it (``port``): start it,
+   or, when a port is in progress, continue it (after you resolved the stop and staged it).
+   The port stops (exit 12) at each patch needing you; when the last one is through the new
+   queue and its ``PORT.md`` are written and linted, and the base is carried.
+
+Nothing else is edited by hand: ``make test`` takes the new base from ``bases.toml``
+(``tkv-seam carried``), and every per-base expectation of the tests from its queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from .. import hints
+from . import seamtable
+from ..bases.pins import Base, load_bases
+from ..bases.carried import carried_before
+from .cpulock import lock_cpu
+from ..errors import PortStopped, SeamError, UsageError
+from .pin import parse_release, pin
+from ..progress import QUIET, Progress
+
+
+@dataclass
+class Step:
+    step: str  # pin, seam-table, lock, port
+    status: str  # added, pinned, written, kept, started, continued, finished, carried
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{self.step:10} {self.status}" + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass
+class CarryResult:
+    base: str
+    source: str  # the base whose queue is ported
+    carried: bool = False  # the port finished: the base's queue is written
+    steps: list[Step] = field(default_factory=list)
+    exported: list[dict] = field(default_factory=list)  # the new queue's files: name, status
+    problems: list[str] = field(default_factory=list)  # lint and style gate of the new queue
+    backup: str | None = None  # where the port's finish kept queue files it replaced
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Options:
+    """What ``carry`` passes on to its steps (``None``: the step's own default)."""
+
+    plugin: str | None = None  # seam table: another plugin pin (name==version)
+    find_links: list[str] | None = None  # lock: the CPU torch's directories
+    torch: str | None = None
+    lock_index_url: str | None = None
+    no_index: bool = False
+    verdict: str | None = None  # port continue
+    reason: str | None = None
+    index_url: str | None = None  # the Simple API of pin (TKV_SEAM_INDEX_URL)
+
+
+def _pinned(bases: dict[str, Base], version: Version) -> Base | None:
+    return next((b for b in bases.values() if Version(b.version) == version), None)
+
+
+def _queue_exists(root: Path, base: Base) -> bool:
+    return (root / base.queue.series).is_file()
+
+
+def carry(
+    root: Path,
+    bases_file: Path,
+    version: str,
+    cache: Path,
+    options: Options | None = None,
+    progress: Progress = QUIET,
+) -> CarryResult:
+    """Carry release ``version`` (see the module docstring); PortStopped (exit 12) at a stop."""
+    opts = options or Options()
+    wanted = parse_release(version)
+    bases = load_bases(bases_file, root)
+    steps: list[Step] = []
+    base = _pinned(bases, wanted)
+    if base is None:
+        if carried_before(bases, root, wanted) is None:  # refused before anything is written
+            raise SeamError(
+                f"no carried base is older than {wanted}: nothing to carry it from (a port goes forward only)",
+                hint=".venv/bin/tkv-seam carried   (the bases with a queue)",
+            )
+        pinned = pin(bases_file, str(wanted), cache, opts.index_url, progress=progress, root=root)
+        bases = load_bases(bases_file, root)
+        base = bases[pinned.name]
+        steps.append(Step("pin", pinned.status, f"commit {pinned.commit_prefix}, {base.sdist.filename}"))
+    else:
+        steps.append(Step("pin", "pinned", f"{base.name} is in {bases_file.name} already"))
+    session = _Port(root, base, cache, progress)
+    if _queue_exists(root, base) and not session.in_progress():
+        steps.append(Step("port", "carried", f"{base.queue.series} exists"))
+        return CarryResult(base.name, "", True, steps)
+    if (opts.verdict or opts.reason) and not session.in_progress():
+        raise UsageError(
+            "--verdict/--reason are for a port stopped at a patch; none is in progress for " + base.name,
+            hint=f"make carry VERSION={base.version}   (the port starts; give them when it stops)",
+        )
+    started_from = session.source()  # a port in progress goes on from the queue it started from
+    source = bases.get(started_from) if started_from else carried_before(bases, root, base.version)
+    if source is None:
+        raise SeamError(
+            f"no carried base is older than {base.name}: nothing to carry it from (a port goes forward only)",
+            hint=".venv/bin/tkv-seam carried   (the bases with a queue)",
+        )
+    result = CarryResult(base.name, source.name, steps=steps)
+    for step in (_seam_table, _lock):
+        result.steps.append(step(root, bases_file, bases, base, source, cache, opts, progress))
+    for s in result.steps:
+        progress.step(f"carry {base.name}: {s.line()}")
+    try:
+        if session.in_progress():
+            done = session.continue_(opts.verdict, opts.reason)
+            result.steps.append(Step("port", "continued", f"from {source.name}"))
+        else:
+            done = session.start(source)
+            result.steps.append(Step("port", "started", f"from {source.name}'s queue"))
+    except PortStopped as e:
+        raise PortStopped(e.message, hint=_stop_hint(session.tree, base)) from e
+    result.carried = True
+    result.exported = done.exported
+    result.problems = done.problems
+    result.backup = str(done.backup) if done.backup else None
+    result.steps.append(
+        Step("port", "finished", f"{len(done.exported)} patch file(s) in {base.queue.patches}/")
+    )
+    return result
+
+
+def _stop_hint(tree: Path, base: Base) -> str:
+    again = hints.make("carry", VERSION=base.version)
+    return (
+        f"resolve in {hints.quote(tree)}, `{hints.shell('git', '-C', tree, 'add', '<files>')}`, edit "
+        f"Verdict/Reason in {hints.quote(tree / '.git' / 'tkv-seam-port-msg')} (or pass VERDICT= and REASON= "
+        f"to make carry), then `{again}` again (it continues the port); to leave the patch out: "
+        f"`{hints.port('skip', base.name, REASON='<why>')}`, then `{again}`"
+    )
+
+
+def _seam_table(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
+    if seamtable.has_table(base.seam):
+        return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
+    table = seamtable.derive(root, bases, base, cache, source.name, opts.plugin, progress=progress)
+    seamtable.write(bases_file, table)
+    if table.status == "unchanged":  # another run wrote the same table meanwhile
+        return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
+    moved = [t.line() for t in table.tests if t.status != "kept"]
+    return Step(
+        "seam-table", "written", f"from {source.name}'s; ruff {table.ruff}" + "".join(f"; {m}" for m in moved)
+    )
+
+
+def _lock(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
+    if (root / base.cpu_lock).is_file():
+        return Step("lock", "kept", f"{base.cpu_lock} exists (make lock-cpu BASE={base.name} remakes it)")
+    done = lock_cpu(
+        root,
+        base,
+        cache,
+        opts.find_links,
+        opts.torch,
+        None,
+        opts.lock_index_url,
+        opts.no_index,
+        progress=progress,
+    )
+    return Step("lock", "written", f"{done.path}: {len(done.pins)} pins, torch {done.torch['version']}")
+
+
+class _Port:
+    """The resumable port onto ``base`` in ``build/port-<base>``: ``port.PortSession``, the port
+    verbs driven by code."""
+
+    def __init__(self, root: Path, base: Base, cache: Path, progress: Progress):
+        from ..port import PortSession
+
+        self.session = PortSession(root, base, None, cache, progress)
+        self.tree = self.session.path
+
+    def _state(self):
+        return self.session.seam.load()
+
+    def in_progress(self) -> bool:
+        state = self._state()
+        return state is not None and state.port_in_progress
+
+    def source(self) -> str | None:
+        return self._state().port.from_base if self.in_progress() else None
+
+    def start(self, source: Base):
+        return _done(self.session.start(source))
+
+    def continue_(self, verdict: str | None, reason: str | None):
+        return _done(self.session.continue_(verdict, reason))
+
+
+def _done(finished) -> _Done:
+    return _Done([dict(vars(e)) for e in finished.exported], finished.problems, finished.backup)
+
+
+@dataclass
+class _Done:
+    exported: list[dict]  # name, status ("added", "updated", "unchanged", "removed")
+    problems: list[str]
+    backup: Path | None = None  # queue files the port's finish replaced, as they were

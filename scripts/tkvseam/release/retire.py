@@ -1,0 +1,238 @@
+"""Retire a base: its queue, pin, CPU lock and the trees the tool built for it go.
+
+Everything is checked before anything changes: the top-level queue (v0.31.0's ``series`` +
+``patches/``, what ``make apply BASE=v0.31.0``, ``quilt push -a`` and ``git am`` read with no
+variables) is refused, and so is a base another port is being carried from, a tree holding
+work the tool did not record (unless ``--force``), or a queue that is a symlink. Then:
+
+1. a copy of the queue directory, the lock and the bases file goes to ``build/dropped/<time>-retire-<base>/``;
+2. the trees: ``build/vllm-<base>``, ``build/port-<base>`` (with ``--force``, one holding your
+   work is kept in the kept directory first: a bundle, as ``port abort`` keeps a port tree), ``build/seamtest/<base>``,
+   ``build/bench/<base>``, the test venv ``.venv-vllm-<base>``, and in the cache the pristine
+   repository ``bases/<base>-sdist`` and the stock baselines ``seamtest/upstream-stock-<base>-*``
+   (the downloaded sdist stays, like ``make clean`` keeps the download cache);
+3. ``ci/lock-cpu-<base>.txt``; the queue's own files (``series``, the patches it lists,
+   ``PORT.md``; anything else in the directory is left and named); last the base's tables in
+   the bases file. A run killed half-way is finished by running it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..bases import file as basesfile
+from ..bases.pins import Base, lock_file, load_bases
+from ..bases.carried import PORT_VERDICTS
+from ..errors import RefusedError, SeamError, UsageError
+from ..fsutil import lexists
+from ..tree.kept import keep
+from ..lock import locked
+from ..outputs import symlink_on_the_way
+from ..progress import QUIET, Progress
+from ..queue.series import DEFAULT_QUEUE, Queue, parse_series_text
+from ..tree.seamtree import SeamTree
+from ..tree.state import STATE, Kind, TreeState
+
+
+@dataclass
+class RetireResult:
+    base: str
+    kept: str
+    removed: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # path: why it stayed
+    moved: list[str] = field(default_factory=list)  # trees holding your work, moved into `kept`
+    to_commit: list[str] = field(default_factory=list)  # project files changed (for `git add -A`)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+_NAME = re.compile(r"v?[0-9][A-Za-z0-9._+-]*")  # a base without a pin must still look like one
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """True when ``path`` (its parents resolved, the last part not followed) is inside ``root``."""
+    return (path.parent.resolve() / path.name).is_relative_to(root.resolve()) and ".." not in Path(
+        path.name
+    ).parts
+
+
+def _refuse_top_level(name: str, queue: Queue) -> None:
+    if queue.series == DEFAULT_QUEUE.series or queue.patches == DEFAULT_QUEUE.patches:
+        raise RefusedError(
+            f"{name}'s queue is the top-level one (`{queue.series}` + `{queue.patches}/`): it is what "
+            f"`make apply BASE={name}`, `quilt push -a` and `git am patches/*.patch` use with no variables, "
+            "and every other base's queue lives under patches/; it cannot be retired",
+            hint=".venv/bin/tkv-seam carried   (retire one of the other carried bases instead)",
+        )
+
+
+def _ports_from(root: Path, name: str) -> list[str]:
+    """Port trees under build/ carrying ``name``'s queue forward that have not finished."""
+    out = []
+    for path in sorted((root / "build").glob("port-*")):
+        try:
+            state = SeamTree(path).load()
+        except SeamError:  # a state too new for this tkv-seam: not ours to judge
+            continue
+        if state is not None and state.port_in_progress and state.port.from_base == name:
+            out.append(str(path.relative_to(root)))
+    return out
+
+
+def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
+    """(the queue's own files, the other entries of its directory).
+
+    The series comes last: it names the patches, so a run killed before it went finds them again.
+    """
+    directory = root / queue.patches
+    series = root / queue.series
+    own = []
+    if series.is_file():
+        own += [directory / n for n in parse_series_text(series.read_text()) if (directory / n).is_file()]
+    if (directory / PORT_VERDICTS).is_file():
+        own.append(directory / PORT_VERDICTS)
+    if series.is_file():
+        own.append(series)
+    others = []
+    if directory.is_dir():
+        others = [p for p in sorted(directory.iterdir()) if p not in own]
+    return own, others
+
+
+def _tree_problem(tree: SeamTree, rerun: str) -> str | None:
+    """Why ``tree`` (a build or port tree) may not simply be deleted, or None (absent, or a tree
+    the tool made holding nothing of yours): ``SeamTree.check_replaceable``'s one rule."""
+    try:
+        tree.check_replaceable((Kind.APPLY, Kind.PORT), "tkv-seam", rerun=rerun)
+    except RefusedError as e:
+        return e.message
+    return None
+
+
+def retire(
+    root: Path, bases_file: Path, name: str, cache: Path, force: bool = False, progress: Progress = QUIET
+) -> RetireResult:
+    """Retire base ``name`` (see the module docstring)."""
+    bases = load_bases(bases_file, root)
+    base: Base | None = bases.get(name)
+    if base is None and not _NAME.fullmatch(name):
+        raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint=".venv/bin/tkv-seam carried")
+    queue = base.queue if base else Queue.for_base(name)
+    _refuse_top_level(name, queue)
+    lock = root / f"ci/lock-cpu-{name}.txt"
+    queue_dir = root / queue.patches
+    if base is None and not queue_dir.exists() and not lock.exists():
+        known = ", ".join(bases) or "none"
+        close = f"v{name}" if f"v{name}" in bases else None
+        raise UsageError(
+            f"unknown base {name!r}: no pin, queue or lock; known bases: {known}",
+            hint=f"make retire BASE={close}" if close else ".venv/bin/tkv-seam carried",
+        )
+    if queue_dir.is_symlink() or (root / queue.series).is_symlink():
+        raise RefusedError(
+            f"{queue.patches} (or its series) is a symlink: retire removes a queue's own files, never through a link",
+            hint=f"ls -l {queue.patches}",
+        )
+    for path in (queue_dir, root / queue.series, lock):
+        if not _inside(root, path):
+            raise RefusedError(f"{path} is outside the project {root}: retire never removes anything there")
+    ports = _ports_from(root, name)
+    if ports:
+        raise RefusedError(
+            f"{', '.join(ports)}: a port from {name}'s queue is in progress; it reads that queue's patches",
+            hint=f"finish or abort it first: make port VERB=abort TO={Path(ports[0]).name.removeprefix('port-')}",
+        )
+    trees = [SeamTree(root / "build" / f"vllm-{name}"), SeamTree(root / "build" / f"port-{name}")]
+    with contextlib.ExitStack() as held:  # no apply or port runs on the trees meanwhile
+        for tree in trees:
+            if not tree.path.is_symlink():
+                held.enter_context(tree.locked(progress))
+        return _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress)
+
+
+def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress) -> RetireResult:
+    queue_dir = root / queue.patches
+    rerun = f"make retire BASE={name}"
+    problems = {t.path: p for t in trees if (p := _tree_problem(t, rerun))}
+    if problems and not force:
+        lines = "\n".join(f"  {t.relative_to(root)}: {p}" for t, p in problems.items())
+        raise RefusedError(
+            f"retiring {name} would delete trees holding work the tool did not record:\n{lines}",
+            hint=f"keep it first (e.g. `make refresh BASE={name}`), or `make retire BASE={name} FORCE=1` "
+            "(each such tree is then kept in build/dropped/: a bundle of a git tree, else moved there)",
+        )
+    own, others = _queue_files(root, queue)
+    backup = [p for p in (queue_dir, lock, bases_file) if p.exists()]
+    kept = keep(root, backup, f"retire-{name}")
+    result = RetireResult(name, str(kept.relative_to(root)))
+    progress.step(f"kept {', '.join(str(p.relative_to(root)) for p in backup)} in {result.kept}")
+
+    for tree in trees:
+        rel = tree.path.relative_to(root)
+        if tree.path in problems:
+            result.moved.append(f"{rel} -> {_keep_tree(tree, kept).relative_to(root)}")
+        elif lexists(tree.path):
+            tree.remove()
+            result.removed.append(str(rel))
+    for work in (root / "build" / "seamtest" / name, root / "build" / "bench" / name):
+        link = symlink_on_the_way(root / "build", work)
+        if link is not None:  # a directory elsewhere: what is there may not be the tool's
+            rel = work.relative_to(root)
+            result.left.append(f"{rel}: reached through the symlink {link.relative_to(root)}, not removed")
+            continue
+        _remove_dir(work, root, result)
+    venv = root / f".venv-vllm-{name}"
+    if venv.is_dir() and not venv.is_symlink() and (venv / "pyvenv.cfg").is_file():
+        _remove_dir(venv, root, result)
+    elif venv.exists() or venv.is_symlink():
+        result.left.append(f"{venv.relative_to(root)}: not a venv the Makefile made (no pyvenv.cfg)")
+    with locked(lock_file(cache, f"base-{name}-sdist"), f"the cached base {name}", progress):
+        _remove_dir(cache / "bases" / f"{name}-sdist", cache, result, label=f"cache: bases/{name}-sdist")
+    for baseline in sorted((cache / "seamtest").glob(f"upstream-stock-{name}-*.json")):
+        baseline.unlink()
+        result.removed.append(f"cache: seamtest/{baseline.name}")
+
+    if lock.is_file() and not lock.is_symlink():
+        lock.unlink()
+        result.removed.append(str(lock.relative_to(root)))
+        result.to_commit.append(str(lock.relative_to(root)))
+    for path in own:
+        path.unlink()
+        result.removed.append(str(path.relative_to(root)))
+    if own:
+        result.to_commit.append(queue.patches)
+    for path in others:
+        result.left.append(f"{path.relative_to(root)}: not part of the queue (a copy is in {result.kept})")
+    if queue_dir.is_dir() and not any(queue_dir.iterdir()):
+        queue_dir.rmdir()
+    if base is not None and basesfile.remove_base(bases_file, name):
+        result.removed.append(f"{bases_file.name}: [{name!r}] and its .seam table")
+        result.to_commit.append(bases_file.name)
+    return result
+
+
+def _keep_tree(tree: SeamTree, kept: Path) -> Path:
+    """Keep a tree holding your work in ``kept`` before it goes: a git tree as a bundle of all it
+    holds (``SeamTree.remove_keeping``: refs, index, work tree, the tool's state), anything else
+    (a symlink, a directory that is no repository) moved there as it is."""
+    if tree.path.is_dir() and not tree.path.is_symlink() and (tree.git_dir / "HEAD").is_file():
+        extra = {STATE: TreeState.path(tree.path).read_bytes()} if TreeState.path(tree.path).is_file() else {}
+        return tree.remove_keeping(kept, extra)
+    dest = kept / "build" / tree.path.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tree.path, dest)
+    return dest
+
+
+def _remove_dir(path: Path, top: Path, result: RetireResult, label: str | None = None) -> None:
+    if path.is_symlink():
+        result.left.append(f"{label or path.relative_to(top)}: a symlink, not removed")
+    elif path.is_dir():
+        shutil.rmtree(path)
+        result.removed.append(label or str(path.relative_to(top)))

@@ -1,0 +1,347 @@
+"""Release watch: vLLM releases on the index newer than the newest carried base, and their drift.
+
+``watch`` reads the project's Simple API page (PEP 691 JSON), groups its files by
+PEP 440 version (``packaging``; 0.10.0 sorts after 0.9.0), and keeps the releases
+newer than the newest carried base (or ``since``); pre-releases and yanked releases
+only when asked. With ``report`` it pins each one (into ``build/drift/bases.toml``,
+a scratch copy of the bases file, unless ``write``) and runs the forward-port report
+onto it from the newest carried queue older than it (``carried.carried_before``: never
+itself, never a newer one), writing ``build/drift/<version>.md`` (a draft
+verdict table: file / hunk, what it does, verdict, reason), ``build/drift/<version>.json`` and one summary
+line per release into ``build/drift/summary.txt``.
+
+``drift_report`` is the one place that knows how the port report is produced.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from .. import hints
+from ..bases.pins import Base, default_index_url, get_base, load_bases
+from ..bases.carried import carried_before, carried_bases
+from ..errors import EXIT_USAGE, SeamError
+from ..bases.index import IndexFile, listing
+from ..lock import locked, tree_lock_path
+from ..outputs import replace_output_dir, seal_output_dir
+from ..queue.patch import PlacementKind
+from .pin import PROJECT, parse_release, pin
+from ..port import PatchReport, PatchStatus, render
+from ..port import report as port_report
+from ..port.render import cell
+from ..progress import QUIET, Progress
+
+DRIFT_DIR = Path("build") / "drift"
+DRIFT_KIND = "a drift report directory"
+# The summary's columns, in order.
+CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "moved")
+
+
+@dataclass
+class Release:
+    version: Version
+    files: list[IndexFile] = field(default_factory=list)
+
+    @property
+    def yanked(self) -> bool:
+        """PEP 592: a release is yanked when every one of its files is."""
+        return all(f.yanked for f in self.files)
+
+    @property
+    def sdist(self) -> str | None:
+        return next((f.filename for f in self.files if f.filename.endswith(".tar.gz")), None)
+
+
+def _file_version(filename: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(filename)
+        else:
+            name, version = parse_sdist_filename(filename)
+    except (InvalidSdistFilename, InvalidWheelFilename, InvalidVersion):
+        return None
+    return version if name == PROJECT else None
+
+
+def index_releases(index_url: str | None = None) -> list[Release]:
+    """Every release of the project on the index, oldest first (PEP 440 order)."""
+    by_version: dict[Version, Release] = {}
+    for entry in listing(PROJECT, index_url or default_index_url()).files:
+        version = _file_version(entry.filename)
+        if version is not None:
+            by_version.setdefault(version, Release(version)).files.append(entry)
+    return [by_version[v] for v in sorted(by_version)]
+
+
+def newer_releases(
+    releases: list[Release], since: Version, pre: bool = False, yanked: bool = False
+) -> list[Release]:
+    """The releases after ``since``, oldest first; pre-releases and yanked ones only when asked."""
+    return [
+        r
+        for r in releases
+        if r.version > since and (pre or not r.version.is_prerelease) and (yanked or not r.yanked)
+    ]
+
+
+# --------------------------------------------------------------------------- the report adapter
+
+
+def category(r: PatchReport) -> str:
+    """The summary column of one patch of the port report.
+
+    A blocked patch is counted by how it applies on its own (``own``), so the summary says
+    what each patch needs.
+    """
+    if r.status == PatchStatus.OBSOLETE:
+        return "likely obsolete"
+    if any(f.moved_to for f in r.files):
+        return "moved"
+    own = r.own if r.status == PatchStatus.BLOCKED else r.status
+    if own == PatchStatus.EXACT:
+        return "exact"
+    if own == PatchStatus.THREE_WAY:
+        # every hunk placed (exact, offset, fuzz, end of file): git takes it without merging content
+        placed = r.hunks and all(h.kind != PlacementKind.FAILS for h in r.hunks)
+        return "offset/fuzz" if placed else "3-way"
+    return "conflict"  # a conflict, in code or in test files only
+
+
+def summarize(reports: list[PatchReport]) -> dict[str, int]:
+    """Count patches per summary column (every column, in order)."""
+    counts = Counter(category(r) for r in reports)
+    return {c: counts.get(c, 0) for c in CATEGORIES}
+
+
+def summary_line(version: str, counts: dict[str, int], where: str = "") -> str:
+    total = sum(counts.values())
+    cols = ", ".join(f"{n} {c}" for c, n in counts.items())
+    return f"{version}: {total} patches: {cols}" + (f"  ({where})" if where else "")
+
+
+def render_markdown(
+    from_base: Base, to_base: Base, reports: list[PatchReport], counts: dict[str, int]
+) -> str:
+    """The report's head: target, queue, and the summary line (the verdict table follows it)."""
+    rows = [
+        f"| {cell(r.name)} | {r.status} | {category(r)} | {cell(', '.join(r.blocked_by))} |" for r in reports
+    ]
+    return "\n".join(
+        [
+            f"# Drift: the {from_base.name} queue on vLLM {to_base.name}",
+            "",
+            f"Target: {to_base.name} (commit {to_base.commit_prefix}, {to_base.sdist.filename}, "
+            f"sha256 {to_base.sdist.sha256[:16]}…). Queue: {from_base.name}, {len(reports)} patches.",
+            "",
+            summary_line(to_base.version, counts),
+            "",
+            "| patch | status | summary column | blocked by |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            "Draft verdicts from `port report`; edit them into the port's pull request.",
+            "",
+        ]
+    )
+
+
+def drift_report(
+    root: Path, from_base: Base, to_base: Base, cache: Path, progress: Progress = QUIET
+) -> tuple[str, dict, dict[str, int]]:
+    """The port report of ``from_base``'s queue onto ``to_base``: (markdown, json, summary counts).
+
+    ``port.report`` walks the whole queue in a scratch tree and keeps nothing; the Markdown
+    is its draft verdict table (per patch and per hunk), under a summary line.
+    """
+    reports = port_report(root, from_base, to_base, cache, progress)
+    counts = summarize(reports)
+    data = {
+        "from": {"name": from_base.name, "version": from_base.version},
+        "to": {
+            "name": to_base.name,
+            "version": to_base.version,
+            "commit_prefix": to_base.commit_prefix,
+            "sdist": asdict(to_base.sdist),
+        },
+        "summary": counts,
+        "port_summary": render.summary(reports),
+        "patches": [r.to_json() | {"category": category(r)} for r in reports],
+        "source": f"tkv-seam port report --base {from_base.name} --to {to_base.name}",
+    }
+    return drift_markdown(from_base, to_base, reports), data, counts
+
+
+def drift_markdown(from_base: Base, to_base: Base, reports: list[PatchReport]) -> str:
+    """The report as Markdown: the summary, a per-patch table and the draft verdict table."""
+    return (
+        render_markdown(from_base, to_base, reports, summarize(reports))
+        + "\n"
+        + render.verdict_table(reports, from_base.name, to_base.name)
+    )
+
+
+# --------------------------------------------------------------------------- watch
+
+
+@dataclass
+class WatchResult:
+    since: str
+    since_version: str
+    from_base: str
+    releases: list[dict]
+    errors: list[SeamError] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "since": self.since,
+            "since_version": self.since_version,
+            "from_base": self.from_base,
+            "releases": self.releases,
+            "errors": [str(e) for e in self.errors],
+        }
+
+
+def _since(bases: dict[str, Base], since: str) -> Version:
+    """A known base's version, or a bare version (``0.30.0`` / ``v0.30.0``)."""
+    if since in bases:
+        return Version(bases[since].version)
+    try:
+        return parse_release(since)
+    except SeamError as e:
+        raise SeamError(
+            f"--since {since!r} is neither a base in the bases file ({', '.join(bases)}) nor a PEP 440 version",
+            hint=hints.make("watch", SINCE=next(iter(bases), "0.31.0")),
+            exit_code=e.exit_code,
+        ) from e
+
+
+def _source(bases: dict[str, Base], root: Path, version: str) -> Base:
+    """The queue release ``version`` is ported from: the newest carried base older than it (never
+    itself, never a newer one: a port goes forward)."""
+    source = carried_before(bases, root, version)
+    if source is None:
+        raise SeamError(
+            f"no carried base is older than v{version}: a port goes forward only",
+            hint=f"make watch REPORT=1 SINCE={carried_bases(bases, root)[0]}",
+            exit_code=EXIT_USAGE,
+        )
+    return source
+
+
+def watch(
+    root: Path,
+    bases_file: Path,
+    cache: Path,
+    since: str | None = None,
+    pre: bool = False,
+    yanked: bool = False,
+    report: bool = False,
+    write: bool = False,
+    index_url: str | None = None,
+    progress: Progress = QUIET,
+) -> WatchResult:
+    """Releases newer than the newest carried base (or ``since``); with ``report`` their drift."""
+    bases = load_bases(bases_file, root)
+    carried = carried_bases(bases, root)
+    if not carried:
+        raise SeamError(
+            f"no carried base: no base of {bases_file} has its queue yet",
+            hint=f"give a base of bases.toml its queue (`{hints.port('start', '<base>')}`), then watch again",
+        )
+    from_base = get_base(bases, carried[-1])
+    since = since or from_base.name
+    since_version = _since(bases, since)
+    found = newer_releases(index_releases(index_url), since_version, pre, yanked)
+    result = WatchResult(since, str(since_version), from_base.name, [])
+    for rel in found:
+        result.releases.append(
+            {
+                "version": str(rel.version),
+                "sdist": rel.sdist,
+                "yanked": rel.yanked,
+                "prerelease": rel.version.is_prerelease,
+                "pinned": f"v{rel.version}" in bases,
+            }
+        )
+    if report:
+        out = root / DRIFT_DIR
+        with locked(tree_lock_path(out), str(out), progress):  # one report run at a time
+            _report(root, bases_file, cache, from_base, result, out, yanked, write, index_url, progress)
+    return result
+
+
+def _report(
+    root: Path,
+    bases_file: Path,
+    cache: Path,
+    from_base: Base,
+    result: WatchResult,
+    out: Path,
+    yanked: bool,
+    write: bool,
+    index_url: str | None,
+    progress: Progress,
+) -> None:
+    """Pin each release of ``result`` and write its drift report into ``out`` (build/drift/)."""
+    # build/drift/ holds one run's reports: a previous run's is replaced, anything else refused
+    replace_output_dir(out, DRIFT_KIND, legacy=_legacy_drift, rerun="make watch REPORT=1")
+    target = bases_file
+    if not write:
+        target = out / "bases.toml"
+        shutil.copyfile(bases_file, target)
+    lines = []
+    for row in result.releases:
+        version = row["version"]
+        try:
+            # a release no carried queue is older than gets no report: refused before it is pinned
+            # (with --write, into bases.toml itself) or downloaded, as carry refuses it
+            _source(load_bases(target, root), root, version)
+            progress.step(f"pin {version} into {target}")
+            pinned = pin(target, version, cache, index_url, yanked, progress, root)
+            target_bases = load_bases(target, root)
+            to_base = get_base(target_bases, pinned.name)
+            source = _source(target_bases, root, to_base.version)
+            row["from_base"] = source.name
+            markdown, data, counts = drift_report(root, source, to_base, cache, progress)
+        except SeamError as e:
+            result.errors.append(e)
+            row["error"] = str(e)
+            row["line"] = f"{version}: no report: {e.message}"
+            lines.append(row["line"])
+            continue
+        md, js = out / f"{version}.md", out / f"{version}.json"
+        md.write_text(markdown)
+        js.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        row |= {"pin": pinned.status, "summary": counts, "markdown": str(md), "json": str(js)}
+        row["line"] = summary_line(version, counts, str(md.relative_to(root)))
+        lines.append(row["line"])
+    (out / "summary.txt").write_text("".join(f"{line}\n" for line in lines))
+    (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+    seal_output_dir(out)
+
+
+def _legacy_drift(out: Path) -> bool:
+    """build/drift/ as watch wrote it before output markers: its reports and nothing else."""
+    return all(p.is_file() and _is_report_name(p.name) for p in out.iterdir())
+
+
+def _is_report_name(name: str) -> bool:
+    stem, _, ext = name.rpartition(".")
+    if name in ("summary.txt", "watch.json", "bases.toml"):
+        return True
+    try:
+        return ext in ("md", "json") and bool(Version(stem))
+    except InvalidVersion:
+        return False

@@ -1,0 +1,214 @@
+"""The state of a tree tkv-seam made: one versioned schema, in the tree's ``.git/tkv-seam.json``.
+
+Schema 2 (this one): ``kind`` is ``apply`` (a build tree: base + the queue's commits) or
+``port`` (a port tree: the new base + the ported commits so far, with the port's progress
+in ``port``). The state never names the tree it lives in: a tree is found by its path, so a
+copied or moved project works and no state ever points at another tree.
+
+Older files are read too: schema 1 (``tkv-seam.json`` without ``schema``, which named its
+tree) and an unfinished port of the old tool (only ``.git/tkv-seam-port.json``). Unknown
+fields are ignored; a file of a newer schema is refused (``NewerState``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from pathlib import Path
+
+from ..errors import SeamError
+from ..fsutil import atomic_write
+
+SCHEMA = 2
+STATE = "tkv-seam.json"  # inside the tree's .git directory
+LEGACY_PORT_STATE = "tkv-seam-port.json"  # schema 1's separate port state
+
+
+class Kind(StrEnum):
+    APPLY = "apply"
+    PORT = "port"
+
+
+class DoneStatus(StrEnum):
+    """How a patch went into the port tree (or did not)."""
+
+    EXACT = "exact"
+    THREE_WAY = "3-way"
+    RESOLVED = "resolved"  # a human resolved it (port continue)
+    SKIPPED = "skipped"
+
+
+class NewerState(SeamError):
+    """The tree's state was written by a newer tkv-seam."""
+
+
+@dataclass
+class AppliedPatch:
+    name: str
+    commit: str
+    files: list[str]
+
+
+@dataclass
+class DonePatch:
+    """One patch the port is through with."""
+
+    name: str
+    slug: str
+    status: DoneStatus
+    commit: str | None
+    verdict: str = ""
+    reason: str = ""
+    note: str = ""
+
+
+@dataclass
+class Committing:
+    """Written before the port commits a patch: what the commit is, so a run killed right after
+    it records the commit as what it was (``status``), not as a guess."""
+
+    name: str
+    status: DoneStatus
+    parent: str  # HEAD before the commit
+    note: str = ""
+
+
+@dataclass
+class PortProgress:
+    """Where a port stands. ``series`` lists the old queue's patch files (project-relative);
+    ``next`` is the index of the first patch not yet through; ``current`` names it when the
+    port stopped there for a human (``stopped``: its report, ``PatchReport.to_json()``)."""
+
+    from_base: str
+    old_commit: str
+    series: list[str]
+    next: int = 0
+    current: str | None = None
+    stopped: dict | None = None
+    done: list[DonePatch] = field(default_factory=list)
+    finished: bool = False
+    queue_digest: str = ""  # the target queue as the port found it (finish refuses another)
+    committing: Committing | None = None
+    finishing: str | None = None  # finish started writing the queue: the name of its backup ("" if none)
+
+    @property
+    def todo(self) -> list[str]:
+        return self.series[self.next + (1 if self.current else 0) :]
+
+
+@dataclass
+class TreeState:
+    """What tkv-seam recorded about a tree it made.
+
+    ``head`` is the HEAD the tool last recorded (an apply's result; a port's tree at its last
+    save). ``pending`` marks an in-place switch to ``head`` that started from ``switch_from``
+    and has not finished. ``inputs`` maps each applied patch file to its sha256 (to name the
+    ones edited since).
+    """
+
+    kind: Kind
+    base: str
+    source: str
+    base_commit: str
+    upstream_commit: str
+    head: str
+    digest: str = ""
+    patches: list[AppliedPatch] = field(default_factory=list)
+    inputs: dict[str, str] = field(default_factory=dict)
+    pending: bool = False
+    switch_from: str | None = None
+    port: PortProgress | None = None
+
+    @property
+    def port_in_progress(self) -> bool:
+        return self.kind == Kind.PORT and self.port is not None and not self.port.finished
+
+    # -- storage -----------------------------------------------------------------
+
+    @staticmethod
+    def path(tree: Path) -> Path:
+        return tree / ".git" / STATE
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, **asdict(self)}
+
+    def save(self, tree: Path) -> None:
+        """Write the state atomically (a crash leaves the old file or the new one, never half)."""
+        atomic_write(self.path(tree), json.dumps(self.to_json(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, tree: Path) -> TreeState | None:
+        """The state of ``tree``, or None when tkv-seam did not make it (or it is unreadable).
+
+        Raises NewerState for a state of a newer schema than this tool's.
+        """
+        data = _read_json(cls.path(tree))
+        legacy_port = _read_json(tree / ".git" / LEGACY_PORT_STATE)
+        if data is None:
+            return _from_legacy_port(legacy_port) if legacy_port else None
+        schema = data.get("schema", 1)
+        if not isinstance(schema, int) or schema > SCHEMA:
+            raise NewerState(
+                f"{tree}: its state ({STATE}) has schema {schema!r}; this tkv-seam reads schema {SCHEMA}",
+                hint="use the tkv-seam that made it (pip install -e . in that checkout)",
+            )
+        try:
+            state = _from_dict(data)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return None
+        if schema == 1 and state.kind == Kind.PORT and legacy_port:
+            state.port = _progress(legacy_port)
+        return state
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _known(cls, data: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _from_dict(data: dict) -> TreeState:
+    data = _known(TreeState, data)  # schema 1's "tree", "port_stopped_at" go
+    data["kind"] = Kind(data.get("kind", Kind.APPLY))
+    data["patches"] = [AppliedPatch(**_known(AppliedPatch, p)) for p in data.get("patches", [])]
+    port = data.get("port")
+    data["port"] = _progress(port) if isinstance(port, dict) else None
+    return TreeState(**data)
+
+
+def _progress(data: dict) -> PortProgress:
+    data = _known(PortProgress, data)
+    data["done"] = [
+        DonePatch(**{**_known(DonePatch, d), "status": DoneStatus(d["status"])}) for d in data.get("done", [])
+    ]
+    c = data.get("committing")
+    data["committing"] = (
+        Committing(**{**_known(Committing, c), "status": DoneStatus(c["status"])})
+        if isinstance(c, dict)
+        else None
+    )
+    return PortProgress(**data)
+
+
+def _from_legacy_port(data: dict) -> TreeState | None:
+    """A port the old tool started (only ``tkv-seam-port.json``): the same progress, schema 2."""
+    try:
+        return TreeState(
+            kind=Kind.PORT,
+            base=data["to_base"],
+            source="sdist",
+            base_commit=data["base_commit"],
+            upstream_commit=data["upstream_commit"],
+            head=data.get("head", ""),
+            port=_progress(data),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
