@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 from tkvseam.edit.apply import apply_series
-from tkvseam.bases.pins import default_cache_dir, fetch_sdist, get_base, load_bases
+from tkvseam.bases.pins import default_cache_dir, get_base, load_bases
+from tkvseam.bases.sdist import fetch_sdist
 from tkvseam.bases.carried import planner_module
 from tkvseam.seamtest.hfcache import build as build_hf
 from tkvseam.seamtest.runner import Runner

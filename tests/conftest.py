@@ -68,7 +68,7 @@ def point(*args, **kwargs):
     return result
 
 setattr(owner, name, point)
-from tkvseam.cli import main
+from tkvseam.cli.main import main
 main(sys.argv[5:], prog_name="tkv-seam")
 """
 

@@ -1,28 +1,24 @@
-"""tkv-seam: a quilt-style patch queue carrying the turbo-attn seam on a pinned vLLM.
+"""tkv-seam: a quilt-style patch queue carrying the turbo-attn seam on pinned vLLM releases.
 
-One module per job; ``cli`` is a thin click layer over them (docs/design.md):
+The folders are the layers (docs/design.md; ``tests/tooling/test_layers.py`` holds the table
+and fails on an import upwards or any import circle). Top to bottom:
 
-- ``cli``       the command line, one module per command family, one error boundary
-- ``apply``     build the patched git work tree (strict, atomic)
-- ``export``    refresh: git commits back to patch files; writing a queue
-- ``port``      (a package) forward-port: report, and the resumable port's verbs (``PortSession``)
-- ``seamtree``  ``SeamTree``: the one owner of a tree tkv-seam made (lock, recovery, user work, kept work)
-- ``state``     the one versioned state schema of those trees
-- ``commits``   a queue as commits made with plumbing only; the symlink guard
-- ``git``       (a package) the git gateway: one named function per git operation
-- ``bases``     known upstream bases (bases.toml, checked), fetching and verifying their sources
-- ``index``     the package index client (PEP 691 pages and downloads, bounded)
-- ``unpack``    an sdist checked member by member, then unpacked by the tool itself
-- ``outputs``   where the tool writes: output directories it made, no symlink on the way
-- ``series``    the ``series`` file and ``patches/`` directory
-- ``patch``     one patch file: header fields, diff, path safety, exact replay
-- ``lint``      consistency checks over series and patches
-- ``overlay``   the set of patched vllm/ files, manifests, venv overlay
-- ``image``     the Docker overlay image (docker SDK)
-- ``pin``, ``watch``  follow upstream releases
-- ``seamtest``  (a package) the test lanes (bisect, full, upstream, plugin) against overlaid venvs
-- ``stylecheck`` upstream's style gate (the base's ruff pin) on the patched files
-- ``fsutil``    the one atomic write (modes kept), names for what the tool keeps
+- ``cli/``        the command line: click options, rendering, exit codes (one error boundary)
+- use cases, one package per family of commands:
+  ``edit/``       apply, refresh, stylecheck: the queue and its build tree
+  ``port/``       the port verbs (``session``), its report and finish; its analysis and model
+  ``release/``    pin, watch, carry, retire, seam-table, lock-cpu: following upstream releases
+  ``overlay/``    the patched ``vllm/`` files staged and installed into a venv
+  ``image/``      the Docker overlay image, its names, the stand-in base, the plugin wheel
+  ``seamtest/``   the test lanes of ``make test`` and the pytest plugins they load
+- ``tree/``       ``SeamTree``: every tree the tool makes (lock, state, recovery, user work, kept work)
+- domain: ``queue/`` (patch, header fields, series, lint, drift) and ``bases/`` (the pins of
+  ``bases.toml``, the carried bases; with the cache's sdists and pristine base repositories)
+- plumbing: ``git/`` (the gateway: one function per git operation), ``errors``, ``hints``,
+  ``progress``, ``fsutil``, ``lock``, ``outputs``; ``bases.index`` and ``bases.unpack``
+
+``overlay.install``, ``image.plugin_install`` and the pytest plugins in ``seamtest/`` run in
+other processes (a user's venv, the image, vLLM's pytest): the standard library only.
 """
 
 __version__ = "0.1.0"

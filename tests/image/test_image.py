@@ -30,9 +30,9 @@ from docker.errors import ImageNotFound
 
 from tkvseam import git
 from tkvseam.bases.pins import load_bases
-from tkvseam.cli import main
+from tkvseam.cli.main import main
 from tkvseam.image.build import REVISION_LABEL, SOURCE_LABEL, STAND_IN_LABEL
-from tkvseam.overlay.stage import overlay_paths
+from tkvseam.queue.footprint import overlay_paths
 from tkvseam.queue.series import read_series
 from tkvseam.image.standin import VLLM_PATH
 from tkvseam.tree.state import TreeState

@@ -16,7 +16,7 @@ import pytest
 
 from tkvseam import git
 from tkvseam.tree.state import TreeState
-from tkvseam.overlay.stage import overlay_paths
+from tkvseam.queue.footprint import overlay_paths
 from tkvseam.bases.pins import load_bases
 from tkvseam.bases.carried import footprint, skipped
 from tkvseam.queue.series import read_series

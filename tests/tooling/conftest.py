@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from tkvseam import git, hints
-from tkvseam.cli import main
+from tkvseam.cli.main import main
 
 
 @pytest.fixture(autouse=True)

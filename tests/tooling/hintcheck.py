@@ -28,7 +28,7 @@ from pathlib import Path
 
 import click
 
-from tkvseam.cli import main
+from tkvseam.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ".venv/bin/tkv-seam"

@@ -95,12 +95,14 @@ def test_real_v0_31_0_sdist_when_cached(tmp_path):
     cached = default_cache_dir() / "sdist" / "vllm-0.31.0.tar.gz"
     if not cached.exists():
         pytest.skip(f"real sdist not cached at {cached} (optional check)")
-    from tkvseam.bases.pins import unpack_sdist, verify_file
+    from tkvseam.bases.sdist import sdist_commit, verify_file
+    from tkvseam.bases.unpack import Sdist
 
     base = load_bases(ROOT / "bases.toml")["v0.31.0"]
     verify_file(cached, base.sdist)
-    assert unpack_sdist(cached, base, tmp_path / "tree") == "db9527a46"
-    assert (tmp_path / "tree/vllm/v1/core/kv_cache_utils.py").exists()
+    assert sdist_commit(cached, base) == "db9527a46"
+    with Sdist(cached, "") as sdist:
+        assert sdist.read("vllm/v1/core/kv_cache_utils.py")
 
 
 # --------------------------------------------------------------------------- issue 8, items 8-10, 13

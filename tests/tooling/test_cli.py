@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import tkvseam
 from tkvseam import git
-from tkvseam.cli import main
+from tkvseam.cli.main import main
 
 from .conftest import NAME, NEXT_VERSION, bases_toml, message
 from .test_apply import make_two_patches
@@ -160,7 +160,7 @@ def test_the_library_never_imports_the_cli_and_there_is_no_per_command_decorator
         "assert 'tkvseam.cli' not in sys.modules and 'click' not in sys.modules, 'the library imports the CLI'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    from tkvseam import cli
+    from tkvseam.cli import main as cli
 
     assert not hasattr(cli, "handle_errors")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tkvseam.cli import main
+from tkvseam.cli.main import main
 
 OLD, NEW, LAST = "v1.0.0", "v1.1.0", "v1.2.0"
 

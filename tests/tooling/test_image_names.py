@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tkvseam import git
 from tkvseam.bases.pins import Base, Image, Plugin, SeamPins, Sdist
-from tkvseam.cli import main
+from tkvseam.cli.main import main
 from tkvseam.errors import DockerError, UsageError
 from tkvseam.image.build import (
     BASE_DIGEST_LABEL,

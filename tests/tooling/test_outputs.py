@@ -105,7 +105,7 @@ def test_a_stage_killed_half_way_is_recognised_and_replaced(two, tmp_path):
         "    real(self, data)\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "pathlib.Path.write_bytes = write\n"
-        "from tkvseam.cli import main\n"
+        "from tkvseam.cli.main import main\n"
         "main(sys.argv[1:])\n"
     )
     proc = subprocess.run(

@@ -10,7 +10,8 @@ import pytest
 
 from tkvseam import git
 from tkvseam.errors import SeamError
-from tkvseam.overlay.stage import overlay_paths, stage
+from tkvseam.queue.footprint import overlay_paths
+from tkvseam.overlay.stage import stage
 from tkvseam.overlay.install import STATE, OverlayError, install
 from tkvseam.queue.series import read_series
 

@@ -108,7 +108,7 @@ def test_report_statuses_never_contradict_and_keep_nothing(pproject_once, report
 
 
 def test_blocked_by_names_the_root_cause_not_the_chain():
-    from tkvseam.port import PatchReport
+    from tkvseam.port.model import PatchReport
     from tkvseam.port.analysis import root_causes
 
     by_slug = {

@@ -136,7 +136,7 @@ def _span_problems(span: str) -> list[str]:
         return command_problems(" ".join(w for w in words if "|" not in w))
     from click import Group
 
-    from tkvseam.cli import main
+    from tkvseam.cli.main import main
 
     command, problems = main, []
     for word in words[1:]:

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from .pins import Base
 from ..errors import SeamError
-from ..overlay.stage import PACKAGE_PREFIX, overlay_paths
+from ..queue.footprint import PACKAGE_PREFIX, overlay_paths
 from ..queue.patch import Patch
 from ..queue.series import read_series
 
@@ -74,6 +74,11 @@ def footprint(root: Path, base: Base) -> Footprint:
         tuple(vllm),
         tuple(sorted(t for t in touched if t not in vllm)),
     )
+
+
+def queue_overlay_paths(root: Path, base) -> list[str]:
+    """The overlay set of ``base``'s own queue (bases.toml says where it lives)."""
+    return overlay_paths(read_series(root, base.queue, base.name).load())
 
 
 def planner_module(root: Path, base: Base) -> str:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .. import git
 from . import unpack
-from .pins import Base, _sdist_hint, _version_text, check_version_file, fetch_sdist, lock_file
+from .pins import Base, lock_file
+from .sdist import sdist_hint, version_text, check_version_file, fetch_sdist
 from ..errors import NetworkError, SeamError, VerifyError
 from ..fsutil import atomic_write
 from ..lock import locked
@@ -114,9 +115,9 @@ def sdist_base_repo(
 
 
 def _build_sdist_repo(base: Base, tarball: Path, repo: Path, progress: Progress) -> BaseRepo:
-    with unpack.Sdist(tarball, _sdist_hint(tarball)) as sdist:
+    with unpack.Sdist(tarball, sdist_hint(tarball)) as sdist:
         # every member and the release's commit are checked before anything is written
-        upstream = check_version_file(_version_text(sdist), base, f"{tarball.name}:vllm/_version.py")
+        upstream = check_version_file(version_text(sdist), base, f"{tarball.name}:vllm/_version.py")
         repo.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{base.name}-", dir=repo.parent))
         try:

@@ -32,7 +32,7 @@ def overlay():
 @pass_ctx
 def overlay_files(ctx: Context, base_name, as_json):
     """List the vllm/ files the base's queue patches (derived from the patches)."""
-    from ..overlay.stage import queue_overlay_paths
+    from ..bases.carried import queue_overlay_paths
 
     paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
     if as_json:
@@ -59,7 +59,8 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     --out is created, or must be a previous stage tkv-seam wrote and nobody changed
     since; any other directory is refused (exit 5) and left as it is.
     """
-    from ..overlay.stage import queue_overlay_paths, stage_locked
+    from ..bases.carried import queue_overlay_paths
+    from ..overlay.stage import stage_locked
 
     out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
     _refuse_stage_dir(ctx, base_name, out)
@@ -94,7 +95,8 @@ def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
 
 
 def _install(ctx: Context, base_name, tree, python, commit_of, as_json, verb):
-    from ..overlay.stage import install_commit, queue_overlay_paths
+    from ..bases.carried import queue_overlay_paths
+    from ..overlay.stage import install_commit
     from ..tree.seamtree import SeamTree
 
     target = "overlay" if verb == "install" else "overlay-restore"
@@ -227,7 +229,8 @@ def image(
     when refused, when the build fails or when no Docker engine is reachable); streams
     the build log; with --push, pushes it and prints the pushed digest.
     """
-    from ..image.build import build, client, parse_reference, registry_of
+    from ..image.build import build, parse_reference, registry_of
+    from ..image.engine import client
     from ..image.build import push as do_push
 
     log = (lambda line: click.echo(line, err=True)) if as_json else click.echo
@@ -305,7 +308,7 @@ def standin(ctx: Context, base_name, tree, installer, tag, as_json):
     Debian + python3, the base's vllm/*.py at the official path, metadata of the base's
     locked packages, uv (unless --installer none). Build on it with `make image STAND_IN=1`.
     """
-    from ..image.build import client
+    from ..image.engine import client
     from ..image.standin import default_tag, make_stand_in
 
     base = ctx.base(base_name, hint="make standin BASE={}")

@@ -55,7 +55,7 @@ def _shown(ctx: Context, path) -> str:
 
 
 def _session(ctx: Context, to_name: str, tree: str | None):
-    from ..port import PortSession
+    from ..port.session import PortSession
 
     to_base = ctx.base(to_name, hint="make port VERB=status TO={}")
     return PortSession(ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress)
@@ -93,7 +93,8 @@ def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
 @pass_ctx
 def port_report(ctx: Context, base_name, to_name, as_json):
     """Walk the whole queue onto the new base without stopping; print the report, keep nothing."""
-    from ..port import render, report
+    from ..port import render
+    from ..port.report import report
     from ..port.reportfile import report_json, write_report
 
     to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)

@@ -12,7 +12,6 @@ intermediate images it made are removed. Pushing is ``push``.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from dataclasses import asdict, dataclass, field
@@ -23,7 +22,8 @@ from ..bases.pins import Base
 from .. import hints
 from ..errors import DockerError, UsageError
 from ..outputs import seal_output_dir
-from ..overlay.stage import queue_overlay_paths, replace_context_dir, stage
+from ..bases.carried import queue_overlay_paths
+from ..overlay.stage import replace_context_dir, stage
 from ..progress import QUIET, Progress
 
 # the image's names and labels (imagename); the ``X as X`` ones are re-exported for callers of image
@@ -42,6 +42,9 @@ from .names import (
 from .names import SOURCE_LABEL as SOURCE_LABEL
 from .names import tag_name as tag_name
 from .wheel import PluginSpec, fetch_wheel, plugin_spec
+from .engine import client, engine_errors
+from .names import default_tag
+from ..tree.seamtree import require_build_tree as check_tree
 
 PLUGIN_INSTALLER = Path(__file__).with_name("plugin_install.py")
 
@@ -83,33 +86,6 @@ class ImageResult:
 
     def to_json(self) -> dict:
         return {**asdict(self), "added_bytes": self.added_bytes, "run": self.run_hint}
-
-
-def engine_errors() -> tuple[type[BaseException], ...]:
-    """What a lost or failing engine raises through the SDK (a broken stream is urllib3's own)."""
-    from docker.errors import DockerException
-    from requests.exceptions import RequestException
-    from urllib3.exceptions import HTTPError
-
-    return DockerException, RequestException, HTTPError
-
-
-def client():
-    """A docker API client, or one clear DockerError when no engine answers."""
-    import docker
-    from docker.errors import DockerException
-
-    try:
-        api = docker.APIClient(**docker.utils.kwargs_from_env())
-        api.ping()
-    except DockerException as e:
-        where = os.environ.get("DOCKER_HOST", "the default socket")
-        raise DockerError(
-            f"no Docker engine reachable at {where}: start dockerd or set DOCKER_HOST "
-            "(README.md, 'The image')",
-            hint="export DOCKER_HOST=unix:///run/tkv-dockerd/sock  (README.md, 'The image', starts one)",
-        ) from e
-    return api
 
 
 # --------------------------------------------------------------------------- build
@@ -262,8 +238,6 @@ def build(
     check_tree(tree, base)
     api = client()
     if not base_image:
-        from .standin import default_tag
-
         # Pinned by digest once bases.toml records the full index digest (only a prefix is known today).
         pinned = f"{base.image.name}@{base.image.digest}" if base.image.digest else base.image.name
         base_image = default_tag(base.name) if stand_in else pinned
@@ -303,20 +277,6 @@ def build(
         added_layers=added,
         removed=removed,
     )
-
-
-def check_tree(tree: Path, base: Base) -> None:
-    """The build tree is a tkv-seam tree of ``base`` (its overlay is what the image gets)."""
-    from ..tree.seamtree import SeamTree
-
-    state = SeamTree(tree).load()
-    if state is None or state.base != base.name:
-        what = (
-            "is not a tree made by tkv-seam apply"
-            if state is None
-            else f"holds {state.base}, not {base.name}"
-        )
-        raise UsageError(f"{tree} {what}", hint=f"make apply BASE={base.name}")
 
 
 def _check_own_tag(tag: str, stand_in: bool, plugin: PluginSpec | None, base: Base) -> None:

@@ -167,3 +167,11 @@ def image_labels(
         "io.tkv-seam.turbo-attn.hashes": ",".join(plugin.hashes) if plugin else "",
         STAND_IN_LABEL: "true" if stand_in else "false",
     }
+
+
+STAND_IN_REPOSITORY = "tkv-seam/stand-in"
+
+
+def default_tag(base: str, installer: str = "uv") -> str:
+    """``tkv-seam/stand-in:<base>`` (with uv), ``…:<base>-noinstaller`` (neither uv nor pip)."""
+    return f"{STAND_IN_REPOSITORY}:{base}" + ("" if installer == "uv" else "-noinstaller")

@@ -31,11 +31,12 @@ from pathlib import Path
 from .. import git
 from ..bases.pins import Base
 from ..errors import DockerError, SeamError, UsageError
-from .build import STAND_IN_LABEL, parse_reference
+from .names import STAND_IN_LABEL, default_tag, parse_reference
+from .engine import engine_errors
+from ..tree.seamtree import SeamTree, require_build_tree
 from ..progress import QUIET, Progress
 
 INSTALLER_LABEL = "io.tkv-seam.stand-in.installer"
-REPOSITORY = "tkv-seam/stand-in"
 SITE = "usr/local/lib/python3.12/dist-packages"  # the official image's site-packages
 VLLM_PATH = f"{SITE}/vllm"
 INSTALLERS = ("uv", "none")
@@ -61,11 +62,6 @@ class StandIn:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def default_tag(base: str, installer: str = "uv") -> str:
-    """``tkv-seam/stand-in:<base>`` (with uv), ``…:<base>-noinstaller`` (neither uv nor pip)."""
-    return f"{REPOSITORY}:{base}" + ("" if installer == "uv" else "-noinstaller")
 
 
 def rootfs(cache: Path, mirror: str | None = None, progress: Progress = QUIET) -> Path:
@@ -167,8 +163,6 @@ def build_stand_in(
     ``packages``: name -> version of the metadata-only dist-infos to add; ``uv``: the
     binary to put in /usr/local/bin (None: neither uv nor pip in the image).
     """
-    from .build import engine_errors
-
     listing = git.files_at(tree, base_commit, "vllm/")
     paths = [p for p in listing if p.endswith(".py")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -221,8 +215,6 @@ def make_stand_in(
     progress: Progress = QUIET,
 ) -> StandIn:
     """The stand-in of ``base`` from the applied build tree ``tree`` (``make standin``)."""
-    from ..tree.seamtree import SeamTree
-
     if installer not in INSTALLERS:
         raise UsageError(
             f"unknown installer {installer!r}; expected one of {', '.join(INSTALLERS)}",
@@ -234,9 +226,7 @@ def make_stand_in(
             f"tag {tag!r} could pass for a real image: a stand-in's tag must say stand-in",
             hint=f"make standin BASE={base.name}  (tags {default_tag(base.name, installer)})",
         )
-    from .build import check_tree
-
-    check_tree(tree, base)
+    require_build_tree(tree, base)
     state = SeamTree(tree).state()
     lock = root / base.cpu_lock
     packages = lock_pins(lock) if lock.exists() else {}

@@ -24,11 +24,9 @@ from .. import git, hints
 from ..errors import SeamError, UsageError, VerifyError
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
-from ..queue.patch import Patch
 from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
 
-PACKAGE_PREFIX = "vllm/"
 INSTALLER = Path(__file__).with_name("install.py")
 STAGE_KIND = "an overlay stage"
 STAGE_NAMES = ("manifest.json", "overlay", "overlay_install.py")
@@ -36,29 +34,6 @@ CONTEXT_KIND = "an image build context"
 CONTEXT_NAMES = ("Dockerfile", "tkv-seam")
 # The installer's exit statuses (overlay_install.py's docstring).
 NOT_PRISTINE, NO_VLLM, CANNOT_WRITE = 1, 2, 3
-
-
-def overlay_paths(patches: list[Patch]) -> list[str]:
-    """The vllm/ files the series touches (sorted): the image and venv overlay set."""
-    paths = set()
-    for patch in patches:
-        for fc in patch.files:
-            for p in (fc.old, fc.new):
-                if p and p.startswith(PACKAGE_PREFIX):
-                    if fc.kind != "modify":
-                        raise SeamError(
-                            f"{patch.name}: {p}: the overlay replaces existing files only "
-                            f"({fc.kind} of a vllm/ file cannot be overlaid)"
-                        )
-                    paths.add(p)
-    return sorted(paths)
-
-
-def queue_overlay_paths(root: Path, base) -> list[str]:
-    """The overlay set of ``base``'s own queue (bases.toml says where it lives)."""
-    from ..queue.series import read_series
-
-    return overlay_paths(read_series(root, base.queue, base.name).load())
 
 
 def _blob(tree: Path, commit: str, path: str) -> bytes:

@@ -5,14 +5,14 @@ its content went to when it fails (``git diff -M -C``), and upstream's change of
 Per patch: the status from its files, its dependencies (``Depends-on``, ``Test-depends-on``)
 and typed evidence of obsolescence (``model.Evidence``), and a draft verdict.
 
-``try_patch`` is the one trial of a patch on a port tree (the report and the resumable port
-both use it); the rest is decisions on data, reading the tree only through ``PortTree``.
+Decisions on data: the bases are read only through ``BaseView`` (the port tree is one); the
+one trial of a patch on a port tree is ``tree.try_patch``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from unidiff import PatchSet
 
@@ -31,8 +31,16 @@ from .model import (
     is_test_file,
 )
 
-if TYPE_CHECKING:
-    from .tree import PortTree
+
+class BaseView(Protocol):
+    """What the analysis reads of the two bases (``tree.PortTree`` is one; a test may pass its own)."""
+
+    def old_lines(self, rel: str) -> list[str] | None: ...
+    def new_lines(self, rel: str) -> list[str] | None: ...
+    def region_diff(self, old_path: str, new_path: str) -> str: ...
+    def grep_def(self, name: str, defs_only: bool = False) -> str | None: ...
+    def reverse_applies(self, section: str) -> bool: ...
+
 
 _NAME_RE = re.compile(
     r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)|^([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)", re.M
@@ -135,7 +143,7 @@ def _tokens(name: str) -> set[str]:
     return {t for t in name.lower().split("_") if t}
 
 
-def obsolete_evidence(tree: PortTree, patch: Patch, sections: list[str]) -> tuple[list[Evidence], dict]:
+def obsolete_evidence(tree: BaseView, patch: Patch, sections: list[str]) -> tuple[list[Evidence], dict]:
     """Evidence that the new base already does what ``patch`` does; per-hunk 'already upstream' marks.
 
     - every modified file's hunks reverse-apply on the new base;
@@ -278,57 +286,9 @@ def first_sentence(text: str, limit: int = 120) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def _by_file(patch: Patch, rows: list[HunkReport]):
+def by_file(patch: Patch, rows: list[HunkReport]):
     i = 0
     for fc in patch.files:
         n = len(fc.pfile)
         yield fc, rows[i : i + n]
         i += n
-
-
-# --------------------------------------------------------------------------- one trial
-
-
-def try_patch(
-    tree: PortTree,
-    patch: Patch,
-    moves: dict[str, list[str]],
-    by_slug: dict[str, PatchReport],
-    failed_tests: dict,
-) -> PatchReport:
-    """Apply ``patch`` into the port tree (what merges stays, conflicts keep their markers) and report it."""
-    from .tree import sections
-
-    report = PatchReport(patch.name, patch.header.slug, patch.header.summary)
-    report.evidence, marks = obsolete_evidence(tree, patch, sections(patch))
-    report.files, report.hunks = tree.apply_files(patch, moves)
-    if not tree.unmerged() and tree.changes_nothing():
-        report.evidence.insert(
-            0,
-            Evidence(
-                EvidenceKind.NO_CHANGE, "applying it changes nothing: the new base already holds every change"
-            ),
-        )
-    for h in report.hunks:
-        if marks.get((h.file, h.hunk)) and h.note_kind == HunkNote.NONE:
-            h.note, h.note_kind = (
-                "already upstream (its added lines appeared in the new base)",
-                HunkNote.ALREADY_UPSTREAM,
-            )
-    decide(report, patch, by_slug, failed_tests)
-    for fc, h_rows in _by_file(patch, report.hunks):
-        status = next(f.status for f in report.files if f.path == fc.path)
-        if status in (FileStatus.EXACT, FileStatus.THREE_WAY) or fc.kind != "modify":
-            continue
-        for row, hunk in zip(h_rows, fc.pfile):
-            if row.kind == "exact":
-                continue
-            moved = next((f.moved_to for f in report.files if f.path == fc.path and f.moved_to), None)
-            if moved is None and row.note_kind in (HunkNote.MOVED_TO, HunkNote.NOT_IN_MOVED):
-                moved = moves[fc.old or fc.path][0]  # the region is compared with where it went
-            old = tree.old_lines(fc.old or fc.path)
-            if old is not None and tree.new_lines(moved or fc.path) is not None:
-                diff = tree.region_diff(fc.old or fc.path, moved or fc.path)
-                row.upstream = upstream_region(old, diff, hunk, moved or fc.path)
-    draft_verdict(report, first_sentence(" ".join(patch.header.get("Reason"))))
-    return report

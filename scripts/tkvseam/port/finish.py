@@ -12,9 +12,12 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from ..bases.pins import Base
 from ..errors import RefusedError, SeamError
+from ..progress import Progress
+from ..tree.seamtree import SeamTree
 from ..edit.refresh import (
     VERDICTS,
     Exported,
@@ -33,8 +36,22 @@ from ..tree.state import PortProgress, TreeState
 from ..edit.stylecheck import stylecheck
 from .render import WHY, port_md
 
-if TYPE_CHECKING:
-    from .session import PortSession
+
+class PortContext(Protocol):
+    """What finishing reads of the port it finishes (``session.PortSession`` is one)."""
+
+    root: Path
+    to_base: Base
+    path: Path
+    seam: SeamTree
+    cache: Path
+    progress: Progress
+
+    def command(self, verb: str, **variables: str) -> str:
+        """``make port VERB=<verb>`` for this port."""
+
+    def save(self, state: TreeState) -> None:
+        """Record ``state`` in the port tree."""
 
 
 @dataclass
@@ -47,7 +64,7 @@ class Finished:
     backup: Path | None = None  # the queue files finish replaced, as they were
 
 
-def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finished:
+def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finished:
     """Write the new base's own queue from the port tree's commits; lint it and run the style gate.
 
     Refuses (exit 5) to write over a queue that changed since the port started or that has
@@ -58,7 +75,7 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
     if p.current is not None or left:
         raise RefusedError(
             f"{left} patch(es) not yet ported" + (f" (stopped at {p.current})" if p.current else ""),
-            hint=f"{session._cmd('continue')} (or `{session._cmd('skip', REASON=WHY)}`)",
+            hint=f"{session.command('continue')} (or `{session.command('skip', REASON=WHY)}`)",
         )
     queue = session.to_base.queue
     texts, order = export_texts(session.path, state.base_commit)
@@ -67,7 +84,7 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
         before = queue_snapshot(session.root, queue)
         kept = session.seam.back_up(before) if before else None  # every file it may replace, first
         p.finishing = kept.name if kept else ""
-        session._save(state)
+        session.save(state)
     else:  # killed while writing: the queue is half written by it; its backup holds what was there
         session.progress.step(f"finish writing {queue.patches}/ (an interrupted finish began it)")
     backup = session.seam.kept_dir(p.finishing) if p.finishing else None
@@ -77,7 +94,7 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
         texts,
         order,
         force,
-        again=session._cmd("finish", FORCE="1"),
+        again=session.command("finish", FORCE="1"),
         verb="port finish",
     )
     atomic_write(session.root / queue.patches / VERDICTS, port_md(p.from_base, state.base, p))
@@ -93,7 +110,7 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
     record_export(session.path, state, session.to_base, session.root, order)
     p.finished, p.finishing = True, None
     p.queue_digest = queue_digest(session.root, queue)
-    session._save(state)
+    session.save(state)
     problems = [f"lint: {prob}" for prob in lint(session.root, queue)]
     try:
         problems += stylecheck(session.root, session.path, session.to_base, session.cache)
@@ -102,7 +119,7 @@ def finish_queue(session: PortSession, state: TreeState, force: bool) -> Finishe
     return Finished(session.path, queue, state, exported, problems, backup)
 
 
-def check_queue(session: PortSession, p: PortProgress, force: bool) -> None:
+def check_queue(session: PortContext, p: PortProgress, force: bool) -> None:
     queue = session.to_base.queue
     # "": a port an older tkv-seam started recorded no digest; only the edits can be checked
     changed = bool(p.queue_digest) and queue_digest(session.root, queue) != p.queue_digest
@@ -118,6 +135,6 @@ def check_queue(session: PortSession, p: PortProgress, force: bool) -> None:
         why.append("it has uncommitted edits:\n" + "\n".join(f"    {st} {path}" for st, path in edits[:20]))
     raise RefusedError(
         f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why),
-        hint=f"commit or move those edits, then `{session._cmd('finish')}`; or `{session._cmd('finish', FORCE='1')}` "
+        hint=f"commit or move those edits, then `{session.command('finish')}`; or `{session.command('finish', FORCE='1')}` "
         "(keeps the files it replaces and lists them)",
     )

@@ -21,7 +21,7 @@ from ..errors import SeamError, UsageError
 from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
 from ..queue.series import read_series
-from .analysis import try_patch
+from .tree import try_patch
 from .model import FileStatus, PatchReport
 from .tree import PortTree
 

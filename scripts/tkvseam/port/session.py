@@ -41,7 +41,7 @@ from ..tree.checkouts import refuse_blocked_branch
 from ..tree.seamtree import BRANCH, SeamTree, legacy_port_state
 from ..queue.series import read_series
 from ..tree.state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
-from .analysis import try_patch
+from .tree import try_patch
 from .finish import Finished, finish_queue
 from .model import APPLIED, PatchReport, PatchStatus
 from .render import WHY, port_command, stop_hint, stop_message
@@ -96,7 +96,7 @@ class PortSession:
         self.seam = SeamTree(self.path)
         self.tree = PortTree(self.path)
 
-    def _cmd(self, verb: str, **variables: str) -> str:
+    def command(self, verb: str, **variables: str) -> str:
         """``make port VERB=<verb>`` for this port (its tree named when it is not the default)."""
         return port_command(verb, self.to_base.name, self.path, self.default_tree, **variables)
 
@@ -111,9 +111,9 @@ class PortSession:
         """Port ``from_base``'s queue: build the port tree, apply until a patch needs you (PortStopped)."""
         refuse_direction(from_base, self.to_base)
         with self.seam.locked(self.progress):
-            self.seam.check_replaceable((Kind.PORT,), "tkv-seam port", rerun=self._cmd("start"))
+            self.seam.check_replaceable((Kind.PORT,), "tkv-seam port", rerun=self.command("start"))
             if self.seam.load():  # the port tree's branch is `seam`: a `seam/...` branch blocks it
-                refuse_blocked_branch(self.path, self._cmd("start"))
+                refuse_blocked_branch(self.path, self.command("start"))
             series = read_series(self.root, from_base.queue, from_base.name)
             series.load()  # every patch parses before anything is made
             old, _ = base_repo(from_base, self.cache, progress=self.progress)
@@ -172,7 +172,7 @@ class PortSession:
                 message = set_trailer(message, "Reason", reason)
             self._check_message(patch, message, msg)
             p.committing = Committing(patch.name, DoneStatus.RESOLVED, self.seam.head())
-            self._save(state)
+            self.save(state)
             commit = git.commit_index(self.path, message, git.Person.parse(patch.header.author))
             self._record(state, patch, DoneStatus.RESOLVED, commit, message)
             self._advance(state)
@@ -186,7 +186,9 @@ class PortSession:
         """
         reason = one_line(reason, "--reason") or ""
         if not reason:
-            raise UsageError("skip needs --reason '<why the patch goes>'", hint=self._cmd("skip", REASON=WHY))
+            raise UsageError(
+                "skip needs --reason '<why the patch goes>'", hint=self.command("skip", REASON=WHY)
+            )
         if verdict not in SKIP_VERDICTS:
             raise UsageError(f"--verdict {verdict!r}: a skipped patch is 'obsolete' or 'dropped'")
         with self.seam.locked(self.progress):
@@ -194,7 +196,7 @@ class PortSession:
             p = state.port
             if p.current is None:
                 raise SeamError(
-                    f"the port to {self.to_base.name} is not stopped at a patch", hint=self._cmd("status")
+                    f"the port to {self.to_base.name} is not stopped at a patch", hint=self.command("status")
                 )
             patch = self._patch(p, p.next)
             self._keep_leftovers(f"skipping {patch.name}")
@@ -202,7 +204,7 @@ class PortSession:
             p.next += 1
             p.current = p.stopped = None
             (self.seam.git_dir / PORT_MSG).unlink(missing_ok=True)
-            self._save(state)
+            self.save(state)
             self._advance(state)
             return self._finish(state, force)
 
@@ -244,17 +246,15 @@ class PortSession:
         if p.current and unmerged:
             return (
                 f"resolve {', '.join(unmerged)}, `{git_c(self.path, 'add', *unmerged)}`, then "
-                f"`{self._cmd('continue')}` (or `{self._cmd('skip', REASON=WHY)}`)"
+                f"`{self.command('continue')}` (or `{self.command('skip', REASON=WHY)}`)"
             )
         if p.current and (p.stopped or {}).get("status") == PatchStatus.OBSOLETE:
-            return (
-                f"{self._cmd('skip', REASON=WHY)}   (it looks obsolete; or change it, stage it and continue)"
-            )
+            return f"{self.command('skip', REASON=WHY)}   (it looks obsolete; or change it, stage it and continue)"
         if p.current:
-            return f"{self._cmd('continue')}   (or `{self._cmd('skip', REASON=WHY)}`)"
+            return f"{self.command('continue')}   (or `{self.command('skip', REASON=WHY)}`)"
         if p.next < len(p.series):  # an interrupted run: continue takes it up
-            return self._cmd("continue")
-        return self._cmd("finish")
+            return self.command("continue")
+        return self.command("finish")
 
     def finish(self, force: bool = False) -> Finished:
         with self.seam.locked(self.progress):
@@ -283,11 +283,11 @@ class PortSession:
                 raise SeamError(
                     f"{self.path} is there, but holds no port tkv-seam can go on with: {what}; nothing was changed",
                     hint=f"keep it aside (`{hints.shell('mv', self.path, f'{self.path}.mine')}`; its commits stay "
-                    f"there to cherry-pick), then `{self._cmd('start')}`",
+                    f"there to cherry-pick), then `{self.command('start')}`",
                 )
             raise SeamError(
                 f"no port to {self.to_base.name} in progress ({self.path})",
-                hint=self._cmd("start"),
+                hint=self.command("start"),
             )
         if state.base != self.to_base.name:
             raise RefusedError(
@@ -319,7 +319,7 @@ class PortSession:
             self.progress.warn(
                 f"{self.path}: the ported commits were rewritten by hand; taking HEAD {head[:12]}"
             )
-            self._save(state)
+            self.save(state)
             return
         branch = git.branch(self.path)
         raise RefusedError(
@@ -330,13 +330,13 @@ class PortSession:
             f"({', '.join(d.slug for d in ported) or 'none'}); the queue would be exported without the difference",
             hint=(
                 f"`{git_c(self.path, 'reset', '--soft', state.head[:12])}` (your commits' changes stay staged), "
-                f"then `{self._cmd('continue')}`"
+                f"then `{self.command('continue')}`"
                 if branch == f"refs/heads/{BRANCH}"
-                else f"`{git_c(self.path, 'checkout', BRANCH)}` (the port's branch), then `{self._cmd('status')}`"
+                else f"`{git_c(self.path, 'checkout', BRANCH)}` (the port's branch), then `{self.command('status')}`"
             ),
         )
 
-    def _save(self, state: TreeState) -> None:
+    def save(self, state: TreeState) -> None:
         state.head = self.seam.head()
         self.seam.save(state)
         legacy_port_state(self.path).unlink(missing_ok=True)  # an older tkv-seam's copy, now superseded
@@ -354,7 +354,7 @@ class PortSession:
             raise SeamError(
                 f"{rel}, patch {k + 1} of the queue this port started from, is gone from the project "
                 f"(a port an older tkv-seam started reads the queue as it is now)",
-                hint=f"put it back (`{hints.shell('git', 'checkout', '--', rel)}`), then `{self._cmd('continue')}`",
+                hint=f"put it back (`{hints.shell('git', 'checkout', '--', rel)}`), then `{self.command('continue')}`",
             ) from e
 
     def _record(
@@ -374,7 +374,7 @@ class PortSession:
         p.next += 1
         p.current = p.stopped = p.committing = None
         (self.seam.git_dir / PORT_MSG).unlink(missing_ok=True)
-        self._save(state)
+        self.save(state)
 
     def _recover(self, state: TreeState) -> str | None:
         """Record the commit a killed run made for the next patch but did not record; a note, or None.
@@ -393,7 +393,7 @@ class PortSession:
         if head == parent:
             if c:  # killed before the commit: nothing to record
                 p.committing = None
-                self._save(state)
+                self.save(state)
             return None
         info = git.commit_info(self.path, head)
         patch = self._patch(p, p.next)
@@ -433,19 +433,21 @@ class PortSession:
         try:
             header = _message_header(patch, message)
         except PatchFormatError as e:
-            raise RefusedError(f"{where}: {e.message}", hint=f"{fix}, then `{self._cmd('continue')}`") from e
+            raise RefusedError(
+                f"{where}: {e.message}", hint=f"{fix}, then `{self.command('continue')}`"
+            ) from e
         if header.slug != patch.header.slug:
             raise RefusedError(
                 f"{where}: the subject starts with {header.slug!r}, not the patch's slug {patch.header.slug!r} "
                 "(the patch would be renamed)",
-                hint=f"{fix}, then `{self._cmd('continue')}`",
+                hint=f"{fix}, then `{self.command('continue')}`",
             )
         missing = [key for key in REQUIRED_TRAILERS if not header.get(key)]
         if missing:
             raise RefusedError(
                 f"{where}: the message lost the header field(s) {', '.join(missing)} (a blank line inside "
                 "the fields, or a field removed, ends them): the exported patch would fail lint",
-                hint=f"{fix}, then `{self._cmd('continue')}`",
+                hint=f"{fix}, then `{self.command('continue')}`",
             )
 
     def _check_resolution(self, current: str) -> None:
@@ -454,19 +456,19 @@ class PortSession:
         if unmerged:
             raise RefusedError(
                 f"{current}: still unmerged: {', '.join(unmerged)}",
-                hint=f"resolve them, `{git_c(tree, 'add', *unmerged)}`, then `{self._cmd('continue')}`",
+                hint=f"resolve them, `{git_c(tree, 'add', *unmerged)}`, then `{self.command('continue')}`",
             )
         unstaged = git.unstaged_paths(tree)
         if unstaged:
             raise RefusedError(
                 f"{current}: changes not staged: {', '.join(unstaged)}",
                 hint=f"stage them (`{git_c(tree, 'add', *unstaged)}`) or drop them "
-                f"(`{git_c(tree, 'checkout', '--', *unstaged)}`), then `{self._cmd('continue')}`",
+                f"(`{git_c(tree, 'checkout', '--', *unstaged)}`), then `{self.command('continue')}`",
             )
         if not git.staged_paths(tree):
             raise RefusedError(
                 f"{current}: nothing staged to commit",
-                hint=f"stage your resolution (`{git_c(tree, 'add', '<files>')}`), or `{self._cmd('skip', REASON=WHY)}`",
+                hint=f"stage your resolution (`{git_c(tree, 'add', '<files>')}`), or `{self.command('skip', REASON=WHY)}`",
             )
         marked = [
             line
@@ -476,7 +478,7 @@ class PortSession:
         if marked:
             raise RefusedError(
                 f"{current}: conflict markers staged ({marked[0][1:8]!r})",
-                hint=f"remove them, stage again, then `{self._cmd('continue')}`",
+                hint=f"remove them, stage again, then `{self.command('continue')}`",
             )
 
     # -- applying and finishing ------------------------------------------------------
@@ -497,14 +499,14 @@ class PortSession:
                 # a patch blocked by a skipped dependency that still applies goes in; noted
                 status = DoneStatus(str(r.own))
                 p.committing = Committing(patch.name, status, self.seam.head(), r.note)
-                self._save(state)
+                self.save(state)
                 commit = git.commit(self.path, patch.header.message, patch.header.author)
                 self._record(state, patch, status, commit, note=r.note)
                 by_slug[patch.header.slug] = r
                 continue
             p.current, p.stopped = patch.name, r.to_json()
             atomic_write(self.seam.git_dir / PORT_MSG, patch.header.message)
-            self._save(state)
+            self.save(state)
             msg = self.seam.git_dir / PORT_MSG
             raise PortStopped(
                 stop_message(self.to_base.name, r),

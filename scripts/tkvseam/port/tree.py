@@ -19,21 +19,32 @@ from .. import git
 from ..bases.repo import BaseRepo
 from ..tree.commits import symlinked_path
 from ..errors import ApplyError
-from ..queue.patch import FileChange, Patch, PlacementKind, replay_file, split_lines
+from ..queue.patch import FileChange, Patch, PlacementKind, file_sections, replay_file, split_lines
 from ..tree.seamtree import BASE_TAG, BRANCH
-from .analysis import place_hunks, retry_moved
-from .model import FileReport, FileStatus, HunkNote, HunkReport, is_test_file
+from .analysis import (
+    by_file,
+    decide,
+    draft_verdict,
+    first_sentence,
+    obsolete_evidence,
+    place_hunks,
+    retry_moved,
+    upstream_region,
+)
+from .model import (
+    Evidence,
+    EvidenceKind,
+    FileReport,
+    FileStatus,
+    HunkNote,
+    HunkReport,
+    PatchReport,
+    is_test_file,
+)
 
 OLD_TAG = "tkv-seam-old-base"
 
 Parked = list[tuple[str, bytes, bytes | None]]  # (path, its unmerged index stages, its file)
-
-
-def sections(patch: Patch) -> list[str]:
-    """The patch's text cut into one ``diff --git`` section per file (same order as ``patch.files``)."""
-    body = patch.text[patch.text.find("\ndiff --git ") + 1 :]
-    parts = re.split(r"(?m)^(?=diff --git )", body)
-    return [p for p in parts if p.startswith("diff --git ")]
 
 
 class PortTree:
@@ -171,7 +182,7 @@ class PortTree:
         """
         files, hunks, parked = [], [], []
         link = symlinked_path(self.path, "HEAD", patch)
-        for fc, section in zip(patch.files, sections(patch)):
+        for fc, section in zip(patch.files, file_sections(patch)):
             fr, rows = self._apply_file(patch, fc, section, moves, parked, link)
             hunks += rows
             files.append(fr)
@@ -245,3 +256,49 @@ class PortTree:
 
 def _failed(row: HunkReport) -> HunkReport:
     return replace(row, status="fails", kind=PlacementKind.FAILS)
+
+
+# --------------------------------------------------------------------------- one trial
+
+
+def try_patch(
+    tree: PortTree,
+    patch: Patch,
+    moves: dict[str, list[str]],
+    by_slug: dict[str, PatchReport],
+    failed_tests: dict,
+) -> PatchReport:
+    """Apply ``patch`` into the port tree (what merges stays, conflicts keep their markers) and report it."""
+    report = PatchReport(patch.name, patch.header.slug, patch.header.summary)
+    report.evidence, marks = obsolete_evidence(tree, patch, file_sections(patch))
+    report.files, report.hunks = tree.apply_files(patch, moves)
+    if not tree.unmerged() and tree.changes_nothing():
+        report.evidence.insert(
+            0,
+            Evidence(
+                EvidenceKind.NO_CHANGE, "applying it changes nothing: the new base already holds every change"
+            ),
+        )
+    for h in report.hunks:
+        if marks.get((h.file, h.hunk)) and h.note_kind == HunkNote.NONE:
+            h.note, h.note_kind = (
+                "already upstream (its added lines appeared in the new base)",
+                HunkNote.ALREADY_UPSTREAM,
+            )
+    decide(report, patch, by_slug, failed_tests)
+    for fc, h_rows in by_file(patch, report.hunks):
+        status = next(f.status for f in report.files if f.path == fc.path)
+        if status in (FileStatus.EXACT, FileStatus.THREE_WAY) or fc.kind != "modify":
+            continue
+        for row, hunk in zip(h_rows, fc.pfile):
+            if row.kind == "exact":
+                continue
+            moved = next((f.moved_to for f in report.files if f.path == fc.path and f.moved_to), None)
+            if moved is None and row.note_kind in (HunkNote.MOVED_TO, HunkNote.NOT_IN_MOVED):
+                moved = moves[fc.old or fc.path][0]  # the region is compared with where it went
+            old = tree.old_lines(fc.old or fc.path)
+            if old is not None and tree.new_lines(moved or fc.path) is not None:
+                diff = tree.region_diff(fc.old or fc.path, moved or fc.path)
+                row.upstream = upstream_region(old, diff, hunk, moved or fc.path)
+    draft_verdict(report, first_sentence(" ".join(patch.header.get("Reason"))))
+    return report

@@ -483,3 +483,10 @@ def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | Non
             raise ApplyError(f"{patch.name}: {fc.path}: deleted, but lines remain after the hunks")
         return None
     return "".join(out)
+
+
+def file_sections(patch: Patch) -> list[str]:
+    """The patch's text cut into one ``diff --git`` section per file (same order as ``patch.files``)."""
+    body = patch.text[patch.text.find("\ndiff --git ") + 1 :]
+    parts = re.split(r"(?m)^(?=diff --git )", body)
+    return [p for p in parts if p.startswith("diff --git ")]

@@ -192,7 +192,7 @@ class _Port:
     verbs driven by code."""
 
     def __init__(self, root: Path, base: Base, cache: Path, progress: Progress):
-        from ..port import PortSession
+        from ..port.session import PortSession
 
         self.session = PortSession(root, base, None, cache, progress)
         self.tree = self.session.path

@@ -36,7 +36,8 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ..bases.pins import Base, fetch_sdist
+from ..bases.pins import Base
+from ..bases.sdist import fetch_sdist
 from ..errors import SeamError, UsageError
 from ..bases.index import no_credentials
 from ..tree.kept import keep

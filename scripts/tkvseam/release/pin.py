@@ -25,17 +25,9 @@ from packaging.utils import InvalidSdistFilename, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
 from .. import hints
-from ..bases.pins import (
-    Base,
-    Image,
-    Sdist,
-    default_index_url,
-    fetch_sdist,
-    load_bases,
-    lock_file,
-    plain_sdist_name,
-    sdist_commit,
-)
+from ..bases.index import default_index_url
+from ..bases.pins import Base, Image, Sdist, load_bases, lock_file, plain_sdist_name
+from ..bases.sdist import fetch_sdist, sdist_commit
 from ..bases.file import inline_table, insert_base, write
 from ..errors import EXIT_USAGE, SeamError, VerifyError
 from ..bases.index import IndexFile, Listing, listing

@@ -30,7 +30,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .. import hints
-from ..bases.pins import Base, default_index_url, get_base, load_bases
+from ..bases.index import default_index_url
+from ..bases.pins import Base, get_base, load_bases
 from ..bases.carried import carried_before, carried_bases
 from ..errors import EXIT_USAGE, SeamError
 from ..bases.index import IndexFile, listing
@@ -38,8 +39,9 @@ from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
 from ..queue.patch import PlacementKind
 from .pin import PROJECT, parse_release, pin
-from ..port import PatchReport, PatchStatus, render
-from ..port import report as port_report
+from ..port import render
+from ..port.model import PatchReport, PatchStatus
+from ..port.report import report as port_report
 from ..port.render import cell
 from ..progress import QUIET, Progress
 

@@ -40,7 +40,8 @@ from typing import Protocol
 from .. import git, hints
 from ..bases.pins import Base
 from ..errors import SeamError
-from ..overlay.stage import install_into_venv, overlay_paths, stage
+from ..overlay.stage import install_into_venv, stage
+from ..queue.footprint import overlay_paths
 from ..queue.patch import Patch
 from ..progress import QUIET, Progress
 from ..queue.series import read_series

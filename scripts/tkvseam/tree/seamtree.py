@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import git, hints
-from ..errors import RefusedError, SeamError
+from ..errors import RefusedError, SeamError, UsageError
 from ..fsutil import describe_dir, lexists, stamp
 from ..lock import locked, tree_lock_path
 from ..progress import QUIET, Progress
@@ -492,3 +492,15 @@ class SeamTree:
 def legacy_port_state(tree: Path) -> Path:
     """Where the old tool kept a port's progress (read once, then replaced by the schema-2 state)."""
     return tree / ".git" / LEGACY_PORT_STATE
+
+
+def require_build_tree(tree: Path, base) -> None:
+    """The build tree is a tkv-seam tree of ``base`` (its overlay is what the image gets)."""
+    state = SeamTree(tree).load()
+    if state is None or state.base != base.name:
+        what = (
+            "is not a tree made by tkv-seam apply"
+            if state is None
+            else f"holds {state.base}, not {base.name}"
+        )
+        raise UsageError(f"{tree} {what}", hint=f"make apply BASE={base.name}")
