@@ -19,6 +19,8 @@ import re
 import shlex
 from pathlib import Path
 
+from . import layout
+
 TOOL = ".venv/bin/tkv-seam"  # the tool as the Makefile runs it
 LOG_ENV = "TKV_SEAM_HINT_LOG"
 _PLACEHOLDER = re.compile(r"'?<[^<>']*>'?")
@@ -65,7 +67,18 @@ def record(hint: str | None) -> None:
 
 def rerun(verb: str, root: object, base: str, tree: object, force: bool = False) -> str:
     """The command repeating ``apply``/``refresh`` on ``tree``: ``make <verb> BASE=<base>`` for the
-    base's own build tree (``build/vllm-<base>`` of ``root``), the tool with ``--tree`` for any other."""
-    if Path(str(tree)) == Path(str(root)) / "build" / f"vllm-{base}":
+    base's own build tree (``layout.build_tree`` of ``root``), the tool with ``--tree`` for any other."""
+    if Path(str(tree)) == layout.build_tree(Path(str(root)), base):
         return make(verb, BASE=base, FORCE="1" if force else None)
     return tool(verb, "--base", base, "--tree", tree, *(["--force"] if force else []))
+
+
+def aside(root: Path | None, path: Path, then: str, option: str = "--tree") -> str:
+    """The way past a path that is in the way: `` `mv <path> <path>.mine`, then <then>`` when it is
+    an entry of the project's build/ (``layout.in_build``: the tool's own place, moved aside without
+    harm), else only "choose another <option>": a hint never tells to move a directory that is not
+    the tool's (``/etc``, ``$HOME``, ``/usr``, the project, a directory given by hand), nor to run
+    the command again on it."""
+    if layout.in_build(root, path):
+        return f"`{shell('mv', path, f'{path}.mine')}` (or choose another {option}), then {then}"
+    return f"choose another {option} ({quote(path)} is not a directory tkv-seam made: it is left as it is)"

@@ -304,9 +304,14 @@ def test_tree_state_saves_atomically_and_reads_older_files(project, crash_at):
     assert path.read_bytes() == before  # the old file, whole
     old = {k: v for k, v in json.loads(before).items() if k in ("base", "source", "base_commit")}
     old |= {"tree": "/elsewhere", "upstream_commit": "x", "head": "y", "digest": "z", "patches": []}
-    path.write_text(json.dumps(old | {"future_field": 1}))  # schema 1 (it named its tree), an unknown field
+    path.write_text(json.dumps(old | {"schema": 2, "future_field": 1}))  # an unknown field is ignored
     state = TreeState.load(project.tree)
     assert state.head == "y" and state.kind == "apply"
+    # no schema: a development version's state (0.1.0 was never released): not read, so the tree
+    # is not one apply replaces (refused, exit 5), never taken for another
+    path.write_text(json.dumps(old))
+    assert TreeState.load(project.tree) is None
+    assert "was not made by tkv-seam apply" in project.apply(expect=5).stderr
     path.write_text(json.dumps(old | {"schema": 99}))  # a newer tkv-seam's
     err = project.apply(expect=1).stderr
     assert "schema 99" in err and "next:" in err

@@ -207,7 +207,7 @@ def test_os_errors_are_errors_not_tracebacks(project, tmp_path, monkeypatch):
     "args, code",
     [
         (("apply", "--base", "v0.0.1", "--json"), 2),
-        (("refresh", "--base", "v9.9.9", "--json"), 1),
+        (("refresh", "--base", "v9.9.9", "--json"), 5),  # no tree: SeamTree.require's one code (it was 1)
         (("port", "--base", "v9.9.9", "--to", "v0.0.1", "--json"), 2),
         (("overlay", "files", "--base", "v9.9.9", "--json"), 1),
         (("seamtest", "full", "--python", "/nonexistent/python", "--json"), 1),

@@ -209,9 +209,9 @@ def run(tmp_path, monkeypatch, *args):
         (["image", "--registry", "Bad Host", "--json"], 2, "image reference"),
         (
             ["image", "--turbo-attn", "", "--json"],
-            2,
+            5,
             "is not a tree made by tkv-seam apply",
-        ),  # before the engine
+        ),  # before the engine (SeamTree.require's one code; it was 2)
         (["standin", "--json"], 7, "no Docker engine reachable"),
     ],
 )

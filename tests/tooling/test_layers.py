@@ -39,6 +39,7 @@ LAYERS = {
         "fsutil",
         "lock",
         "outputs",
+        "layout",
         "git",
         "bases.index",
         "bases.unpack",

@@ -195,7 +195,7 @@ def test_finish_refuses_before_every_patch_is_through(pproject):
 
 def test_refresh_refuses_a_tree_of_another_base(pproject):
     err = pproject.cli("refresh", "--base", NEXT, "--tree", str(pproject.tree), expect=5).stderr
-    assert f"was applied on {NAME}, not {NEXT}" in err
+    assert f"is a tree of {NAME}, not {NEXT}" in err  # SeamTree.require's one message (it said "was applied on")
 
 
 # --------------------------------------------------------------------------- nothing lost:
@@ -218,7 +218,8 @@ def test_port_refuses_to_wipe_an_unrelated_directory(project, releases):
     (mine / "notes.txt").write_text("precious\n")
     err = project.cli("port", "start", "--base", NAME, "--to", nxt, "--tree", str(mine), expect=5).stderr
     assert f"{mine} exists but was not made by tkv-seam port" in err and "notes.txt" in err and "src" in err
-    assert "next: mv" in err
+    # a directory that is not the tool's is never to be moved (issue 26, item 6): choose another --tree
+    assert "next: choose another --tree" in err and "mv " not in err
     assert (mine / "notes.txt").read_text() == "precious\n"
 
 

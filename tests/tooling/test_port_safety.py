@@ -359,31 +359,17 @@ def test_two_starts_at_once_make_one_port_and_the_other_is_refused(pproject):
     assert not [p.name for p in (pproject.root / "build").glob(".port-*") if p.is_dir()]
 
 
-def test_a_port_an_older_tkv_seam_started_goes_on(pproject):
-    """Schema 1: the port's progress in .git/tkv-seam-port.json (naming its tree), no tkv-seam.json."""
+def test_a_port_state_no_release_wrote_is_not_read_and_nothing_changes(pproject):
+    """A development version's port state (.git/tkv-seam-port.json, no tkv-seam.json): tkv-seam 0.1.0
+    was never released, so no release wrote it and none reads it. The port tree is named, nothing
+    in it changes, and the hint keeps it (its commits stay there)."""
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
     state = json.loads((tree / ".git/tkv-seam.json").read_text())
     (tree / ".git/tkv-seam.json").unlink()
-    p = state["port"]
-    legacy = {
-        "from_base": p["from_base"],
-        "to_base": state["base"],
-        "tree": "/the/tree/it/was/made/in",
-        "base_commit": state["base_commit"],
-        "old_commit": p["old_commit"],
-        "upstream_commit": state["upstream_commit"],
-        "series": p["series"],
-        "next": 0,
-        "current": "0001-add-mul.patch",
-        "stopped": p["stopped"],
-        "done": [],
-        "finished": False,
-        "head": state["head"],
-    }
-    (tree / ".git/tkv-seam-port.json").write_text(json.dumps(legacy))
-    assert json.loads(port(pproject, "status", "--json").output)["current"] == "0001-add-mul.patch"
-    resolve_0001(tree)
-    assert "stopped at 0006-register.patch" in port(pproject, "continue", expect=12).stderr
-    assert not (tree / ".git/tkv-seam-port.json").exists()  # rewritten in the new schema
-    assert json.loads((tree / ".git/tkv-seam.json").read_text())["schema"] == 2
+    (tree / ".git/tkv-seam-port.json").write_text(json.dumps({"to_base": state["base"], "next": 0}))
+    head = git.head(tree)
+    res = port(pproject, "status", "--json", expect=1)
+    out = json.loads(res.stdout)
+    assert "holds no port tkv-seam can go on with" in out["error"] and "mv " in out["hint"]
+    assert git.head(tree) == head and (tree / ".git/tkv-seam-port.json").exists()

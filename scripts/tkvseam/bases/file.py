@@ -18,7 +18,8 @@ import tomlkit
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
-from ..errors import SeamError
+from .. import hints
+from ..errors import RefusedError, SeamError
 from ..fsutil import current_umask
 from ..lock import locked, tree_lock_path
 
@@ -40,12 +41,27 @@ def _temporary(path: Path, name: str) -> bool:
     return re.fullmatch(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp", name) is not None
 
 
+def refuse_link(path: Path) -> None:
+    """A bases file given as a symlink is refused (exit 5) before anything is written: the atomic
+    write would replace the link by a plain file (the file it names left as it was), and writing
+    through it would edit a file of another checkout. ``--bases <the file itself>`` writes it."""
+    if path.is_symlink():
+        target = path.resolve()
+        raise RefusedError(
+            f"{path} is a symlink (to {os.readlink(path)}): tkv-seam never replaces the link by a plain file "
+            "nor writes through it; nothing was changed",
+            hint=f"name the file itself with --bases {hints.quote(target)} (`{hints.tool('--bases', target, 'bases')}` lists it), "
+            "or make the link a file of this project",
+        )
+
+
 def write(path: Path, doc: tomlkit.TOMLDocument) -> None:
     """Replace ``path`` with ``doc`` atomically (a crash leaves the old file or the new one).
 
     The caller holds the file's lock, so a temporary file of this writer's shape beside it is
-    one a killed run left: it is removed (nothing else is).
+    one a killed run left: it is removed (nothing else is). A symlink is refused (``refuse_link``).
     """
+    refuse_link(path)
     for entry in path.parent.iterdir():
         if _temporary(path, entry.name) and entry.is_file() and not entry.is_symlink():
             entry.unlink()

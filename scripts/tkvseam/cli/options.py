@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from ..bases.pins import default_cache_dir, get_base, load_bases
+from .. import layout
 from ..progress import QUIET, StderrProgress
 
 DEFAULT_BASE = "v0.31.0"
@@ -43,7 +44,7 @@ class Context:
         return self.root / self.base(base).test_venv / "bin" / "python"
 
     def tree(self, tree: str | None, base: str) -> Path:
-        return absolute(tree) if tree else self.root / "build" / f"vllm-{base}"
+        return absolute(tree) if tree else layout.build_tree(self.root, base)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -74,7 +75,9 @@ base_option = click.option(
     show_default=DEFAULT_BASE,
     help="Known base name (see `tkv-seam bases`).",
 )
-tree_option = click.option("--tree", default=None, help="Work tree [default: build/vllm-<base>].")
+tree_option = click.option(
+    "--tree", default=None, help=f"Work tree [default: {layout.default(layout.build_tree)}]."
+)
 json_option = click.option(
     "--json",
     "as_json",

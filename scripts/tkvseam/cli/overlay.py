@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .. import hints
+from .. import hints, layout
 from ..errors import RefusedError, SeamError
 from .options import (
     Context,
@@ -49,7 +49,7 @@ def overlay_files(ctx: Context, base_name, as_json):
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Stage directory, new or a previous stage [default: build/overlay-<base>].",
+    help=f"Stage directory, new or a previous stage [default: {layout.default(layout.overlay_stage)}].",
 )
 @json_option
 @pass_ctx
@@ -62,7 +62,7 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     from ..bases.carried import queue_overlay_paths
     from ..overlay.stage import stage_locked
 
-    out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
+    out = absolute(out) if out else layout.overlay_stage(ctx.root, base_name)
     _refuse_stage_dir(ctx, base_name, out)
     paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
     manifest = stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress)
@@ -77,7 +77,9 @@ def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
     """A stage goes beside the project's trees, never over the project or into a tree tkv-seam made."""
     from ..tree.seamtree import SeamTree
 
-    again = hints.tool("overlay", "stage", "--base", base_name, "--out", f"build/overlay-{base_name}")
+    again = hints.tool(
+        "overlay", "stage", "--base", base_name, "--out", layout.overlay_stage(Path(), base_name)
+    )
     real = Path(os.path.realpath(out))
     if real == Path(os.path.realpath(ctx.root)) or real in Path(os.path.realpath(ctx.root)).parents:
         raise RefusedError(
@@ -119,7 +121,7 @@ def _install(ctx: Context, base_name, tree, python, commit_of, as_json, verb):
     done = install_commit(
         tree_path,
         queue_overlay_paths(ctx.root, ctx.base(base_name)),
-        ctx.root / "build" / "overlay-venv",
+        layout.overlay_venv_stage(ctx.root),
         commit,
         venv_python,
         own_venv,

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .. import hints
+from .. import hints, layout
 from ..errors import EXIT_LINT, EXIT_PORT
 from .options import Context, absolute, emit_json, force_option, json_option, pass_ctx
 
@@ -23,7 +23,9 @@ from_option = click.option(
     help="The base whose queue is ported.",
 )
 to_option = click.option("--to", "to_name", required=True, help="The newer base to port onto (e.g. v0.32.0).")
-tree_option = click.option("--tree", default=None, help="Port tree [default: build/port-<to>].")
+tree_option = click.option(
+    "--tree", default=None, help=f"Port tree [default: {layout.default(layout.port_tree, '<to>')}]."
+)
 
 
 @click.group()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
-from .. import hints
+from .. import hints, layout
 from ..errors import EXIT_NEWER, UsageError
 from .options import Context, emit_json, json_option, pass_ctx
 
@@ -49,7 +50,8 @@ def pin(ctx: Context, version, yanked, as_json):
 @click.option(
     "--report",
     is_flag=True,
-    help="Pin each newer release (into build/drift/bases.toml) and write its drift report to build/drift/.",
+    help=f"Pin each newer release (into {layout.drift(Path())}/bases.toml) and write "
+    f"its drift report to {layout.drift(Path())}/.",
 )
 @click.option("--write", is_flag=True, help="With --report: pin into bases.toml itself, not a scratch copy.")
 @json_option

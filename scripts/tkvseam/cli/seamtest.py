@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .. import hints
+from .. import hints, layout
 from ..errors import SeamError
 from .options import Context, base_option, emit_json, json_option, pass_ctx, python_option, tree_option
 
@@ -21,7 +21,7 @@ def _runner(ctx: Context, base_name, tree, python, slots):
         raise SeamError(
             f"no Python at {python}: the vLLM test venv is missing", hint=f"make venv-vllm BASE={base_name}"
         )
-    work = ctx.root / "build" / "seamtest" / base_name
+    work = layout.seamtest_work(ctx.root, base_name)
     hf_home = build(work.parent, ctx.root / "tests" / "data" / "hf-configs")
     return Runner(
         ctx.root,

@@ -2,13 +2,15 @@
 
 Strict: every hunk must match at exactly the line it names (``patch.replay_file``).
 
-Crash safety is the tree's (``seamtree.SeamTree``): the run holds the tree's lock from its
-first look to its last write; the commits are made first with plumbing only
-(``commits.commit_series``), so a crash or a failing patch before the tree moves leaves it
-as it was. The tree then moves in place (same base, clean tree: recorded as pending first,
-finished by the next run if interrupted) or is built aside and swapped in by renames.
-``--force`` drops user work only after listing it and keeping it in
-``refs/tkv-seam/dropped/<time>`` of the tree.
+Crash safety and the rules are the tree's (``seamtree.SeamTree``): the run holds the tree's
+lock from its first look to its last write; what may be replaced is ``check_replaceable``'s
+one rule (it finishes a switch an interrupted run left first); the commits are made first with
+plumbing only (``commits.commit_series``), so a crash or a failing patch before the tree moves
+leaves it as it was. The tree then moves in place (same base, clean tree: recorded as pending
+first, finished by the next run if interrupted; the files git ignores stay) or is rebuilt
+aside and swapped in (``SeamTree.rebuild``: files git ignores in the old tree are the user's,
+refused without ``--force``). ``--force`` drops user work only after listing it and keeping it
+in ``refs/tkv-seam/dropped/<time>`` of the tree.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from ..bases.repo import base_repo
 from ..tree.commits import CorruptObject, commit_series
 from ..errors import VerifyError
 from ..queue.patch import Patch
+from ..layout import BASE_TAG, BRANCH
 from ..progress import QUIET, Progress
-from ..tree.checkouts import refuse_blocked_branch
-from ..tree.seamtree import BASE_TAG, BRANCH, SeamTree
+from ..tree.seamtree import SeamTree
 from ..queue.series import Series, read_series
 from ..tree.state import AppliedPatch, Kind, TreeState
 
@@ -119,23 +121,20 @@ def apply_series(
     patches = series.load()  # every patch parses before anything is touched
     source = "git" if git_url else "sdist"
     digest = inputs_digest(base, source, series)
-    seam = SeamTree(tree)
+    seam = SeamTree(tree, root)
+    rerun = hints.rerun("apply", root, base.name, tree)
+    force_hint = f"`{hints.rerun('apply', root, base.name, tree, force=True)}`"
     with seam.locked(progress):
-        dropped = []
-        found = seam.load()
-        if found:  # a `seam/...` branch of the user's: refused before anything moves
-            refuse_blocked_branch(tree, hints.rerun("apply", root, base.name, tree))
-        if found and found.pending:
-            dropped.append(seam.finish_pending_switch(found, force, progress))
-        state, ref = seam.check_replaceable(
+        state, dropped = seam.check_replaceable(
             (Kind.APPLY, Kind.PORT),
             "tkv-seam apply",
             force,
-            rerun=hints.rerun("apply", root, base.name, tree),
-            force_hint=f"`{hints.rerun('apply', root, base.name, tree, force=True)}`",
+            rerun=rerun,
+            force_hint=force_hint,
             progress=progress,
+            ignored=False,  # a switch in place leaves them; a rebuild judges them (below)
+            finish_switch=True,
         )
-        dropped = [r for r in (*dropped, ref) if r]
         if state and state.digest == digest and not force:
             progress.step(f"{tree} is up to date ({len(patches)} patches on {base.name})")
             result = ApplyResult.from_state(tree, state)
@@ -166,8 +165,10 @@ def apply_series(
             progress.step(f"switch {tree} to {result.head[:12]}")
             seam.switch_in_place(result.state(), force, progress)
         else:
-            # No tree (or a dirty one under --force, or another base): build aside, swap in.
-            with seam.scratch() as scratch:
+            # No tree (or a dirty one under --force, or another base): rebuilt aside, swapped in.
+            built: list[ApplyResult] = []
+
+            def build(scratch: Path) -> tuple[Path, TreeState]:
                 try:
                     new, applied = build_tree(scratch, repo.path, repo.commit, patches, progress)
                 except CorruptObject as e:
@@ -176,9 +177,12 @@ def apply_series(
                         hint=f"check and rebuild it: {hints.tool('fetch', '--base', base.name)}, then run the "
                         "command again",
                     ) from e
-                result = result_for(applied)
-                result.state().save(new)
-                seam.swap_in(new, progress)
+                built.append(result_for(applied))
+                return new, built[0].state()
+
+            _, ref = seam.rebuild(build, force, force_hint, rerun, progress)
+            result = built[0]
+            result.dropped += [ref] if ref else []
     progress.step(f"{tree}: {len(patches)} patches applied on {base.name} ({repo.commit[:12]})")
     result.seconds = time.monotonic() - started
     return result

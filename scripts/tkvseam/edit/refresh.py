@@ -18,9 +18,10 @@ from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
 from ..queue.patch import Header, PatchFormatError, parse_text
 from ..progress import QUIET, Progress
-from ..tree.seamtree import BASE_TAG, SeamTree
+from ..layout import BASE_TAG
+from ..tree.seamtree import SeamTree
 from ..queue.series import Queue, Series, patch_filename, read_series, write_series
-from ..tree.state import AppliedPatch, TreeState
+from ..tree.state import AppliedPatch, Kind, TreeState
 
 
 VERDICTS = "PORT.md"  # a port's verdict table, beside the new queue's patches
@@ -212,33 +213,14 @@ def refresh(
     root: Path, base: Base, tree: Path, force: bool = False, progress: Progress = QUIET
 ) -> list[Exported]:
     """Export the tree's commits to ``base``'s own queue (bases.toml); refuse to lose work."""
-    seam = SeamTree(tree)
+    seam = SeamTree(tree, root)
     with seam.locked(progress):
         return _refresh(root, base, seam, force, progress)
 
 
 def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Progress) -> list[Exported]:
     tree = seam.path
-    state = seam.state()
-    if state.port_in_progress:
-        where = f"stopped at {state.port.current}" if state.port.current else "not finished"
-        raise RefusedError(
-            f"{tree} is a port to {state.base} in progress ({where}); its queue is written when it "
-            "finishes, not by refresh",
-            hint=f"{hints.port('status', state.base, tree)}   (then continue, skip or finish)",
-        )
-    if state.base != base.name:
-        raise RefusedError(
-            f"{tree} was applied on {state.base}, not {base.name}: refresh would write "
-            f"{state.base}'s patches into {base.name}'s queue ({base.queue.series})",
-            hint=hints.tool("refresh", "--base", state.base, "--tree", tree),
-        )
-    if state.pending:
-        raise RefusedError(
-            f"{tree}: an interrupted apply left it half-switched to {state.head[:12]}; its commits "
-            "are not what the queue was applied from, so refresh writes nothing",
-            hint=f"finish the switch first: {hints.tool('apply', '--base', state.base, '--tree', tree)}",
-        )
+    state = seam.require(Kind.APPLY, base.name, f"refresh (into {base.queue.series})")
     dirty = git.status_paths(tree)
     if dirty:
         shown = "\n".join(f"    {st.strip() or '??'} {path}" for st, path in dirty[:10])

@@ -39,6 +39,31 @@ def status_paths(repo: Path, paths: list[str] = ()) -> list[tuple[str, str]]:  #
     return rows
 
 
+def ignored_paths(repo: Path) -> list[str]:
+    """The files git ignores in the work tree (``.gitignore``, ``.git/info/exclude``); a directory
+    ignored as a whole is one entry (``.venv/``); empty directories are left out (nothing in them)."""
+    args = [
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--directory",
+        "--no-empty-directory",
+    ]
+    return _z(run(repo, *args).stdout)
+
+
+def ignored_repositories(repo: Path) -> list[str]:
+    """The git repositories inside ignored directories (``dir/``): git lists one as a directory,
+    not descending into it."""
+    return [
+        p
+        for p in _z(run(repo, "ls-files", "-z", "--others", "--ignored", "--exclude-standard").stdout)
+        if p.endswith("/")
+    ]
+
+
 def status_porcelain(repo: Path) -> list[str]:
     """Uncommitted changes, including untracked files (ignored files do not count)."""
     text = run(repo, "status", "--porcelain", "--untracked-files=all").stdout.decode()
@@ -216,9 +241,10 @@ def update_index(repo: Path, index_env: dict[str, str], entries: list[tuple[str,
     run(repo, "update-index", "--index-info", env=index_env, input=("\n".join(lines) + "\n").encode())
 
 
-def stage_in(repo: Path, index_env: dict[str, str], paths: list[str] = ()) -> None:  # type: ignore[assignment]
-    """Stage the work tree's ``paths`` (default: all, not ignored) into the private index."""
-    run(repo, "add", "-A", "--", *(paths or ["."]), env=index_env)
+def stage_in(repo: Path, index_env: dict[str, str], paths: list[str] = (), ignored: bool = False) -> None:  # type: ignore[assignment]
+    """Stage the work tree's ``paths`` (default: all; ``ignored``: the files git ignores too) into
+    the private index."""
+    run(repo, "add", "-A", *(["--force"] if ignored else []), "--", *(paths or ["."]), env=index_env)
 
 
 def resolve_unmerged_in(repo: Path, index_env: dict[str, str]) -> None:
@@ -244,15 +270,17 @@ def commit_tree(repo: Path, tree: str, parents: list[str], message: str, author:
     return out(repo, "commit-tree", tree, *args, "-F", "-", env=author.author_env(), input=message.encode())
 
 
-def snapshot_worktree(repo: Path, message: str, parent: str | None = None, start: str = "HEAD") -> str:
-    """A commit on ``parent`` (default HEAD) holding the work tree as it is (tracked and untracked,
-    not ignored), starting from the tree of ``start``.
+def snapshot_worktree(
+    repo: Path, message: str, parent: str | None = None, start: str = "HEAD", ignored: bool = False
+) -> str:
+    """A commit on ``parent`` (default HEAD) holding the work tree as it is (tracked and untracked;
+    ``ignored``: the files git ignores too), starting from the tree of ``start``.
 
     Nothing in the repository changes but new objects: used to keep what the tool drops.
     """
     with private_index(repo, start) as env:
-        # -A: modified, deleted and untracked files (ignored ones stay out, as in status)
-        stage_in(repo, env)
+        # -A: modified, deleted and untracked files; --force (ignored): the ignored ones as well
+        stage_in(repo, env, ignored=ignored)
         tree = write_tree(repo, env)
     return commit_tree(repo, tree, [parent or head(repo)], message)
 

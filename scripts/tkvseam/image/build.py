@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..bases.pins import Base
-from .. import hints
+from .. import hints, layout
 from ..errors import DockerError, UsageError
 from ..outputs import seal_output_dir
 from ..bases.carried import queue_overlay_paths
@@ -44,7 +44,8 @@ from .names import tag_name as tag_name
 from .wheel import PluginSpec, fetch_wheel, plugin_spec
 from .engine import client, engine_errors
 from .names import default_tag
-from ..tree.seamtree import require_build_tree as check_tree
+from ..tree.seamtree import SeamTree
+from ..tree.state import Kind
 
 PLUGIN_INSTALLER = Path(__file__).with_name("plugin_install.py")
 
@@ -235,7 +236,7 @@ def build(
         parse_reference(tag)
     else:
         parse_reference(f"{registry.rstrip('/')}/{repository}:x" if registry else f"{repository}:x")
-    check_tree(tree, base)
+    SeamTree(tree, root).require(Kind.APPLY, base.name, "the image")
     api = client()
     if not base_image:
         # Pinned by digest once bases.toml records the full index digest (only a prefix is known today).
@@ -251,9 +252,9 @@ def build(
     if tag is not None:
         _check_own_tag(tag, on_stand_in, plugin, base)
     wheel = fetch_wheel(plugin, cache or default_cache_dir(), progress=progress) if plugin else None
-    context = root / "build" / f"image-{base.name}"
+    context = layout.image_context(root, base.name)
     # One build of a base at a time: the context is staged afresh for each.
-    with locked(root / "build" / f".image-{base.name}.lock", f"the image context {context}", progress):
+    with locked(layout.lock_of(context), f"the image context {context}", progress):
         manifest = stage_context(root, tree, context, base)
         if plugin and wheel:
             stage_plugin(context, plugin, wheel)

@@ -33,7 +33,8 @@ from ..bases.pins import Base
 from ..errors import DockerError, SeamError, UsageError
 from .names import STAND_IN_LABEL, default_tag, parse_reference
 from .engine import engine_errors
-from ..tree.seamtree import SeamTree, require_build_tree
+from ..tree.seamtree import SeamTree
+from ..tree.state import Kind
 from ..progress import QUIET, Progress
 
 INSTALLER_LABEL = "io.tkv-seam.stand-in.installer"
@@ -226,8 +227,7 @@ def make_stand_in(
             f"tag {tag!r} could pass for a real image: a stand-in's tag must say stand-in",
             hint=f"make standin BASE={base.name}  (tags {default_tag(base.name, installer)})",
         )
-    require_build_tree(tree, base)
-    state = SeamTree(tree).state()
+    state = SeamTree(tree, root).require(Kind.APPLY, base.name, "the stand-in")
     lock = root / base.cpu_lock
     packages = lock_pins(lock) if lock.exists() else {}
     uv = uv_binary() if installer == "uv" else None

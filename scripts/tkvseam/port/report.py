@@ -9,12 +9,11 @@ conflicts is left out.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import git, hints
+from .. import git, hints, layout
 from ..bases.pins import Base
 from ..bases.repo import base_repo
 from ..errors import SeamError, UsageError
@@ -53,7 +52,7 @@ def refuse_direction(from_base: Base, to_base: Base) -> None:
 
 def report_tree(root: Path, to_name: str) -> SeamTree:
     """The name a report's scratch tree and lock go by (the tree itself never stays)."""
-    return SeamTree(root / "build" / f"port-report-{to_name}")
+    return SeamTree(layout.port_report(root, to_name), root)
 
 
 def report(
@@ -66,9 +65,6 @@ def report(
     new, _ = base_repo(to_base, cache, progress=progress)
     seam = report_tree(root, to_base.name)
     with seam.locked(progress):
-        for legacy in seam.leftovers(r"-[a-z0-9_]{8}"):  # the scratch name of older tkv-seam reports
-            progress.step(f"remove {legacy} (left by an interrupted report)")
-            shutil.rmtree(legacy, ignore_errors=True)
         with seam.scratch() as tmp:
             progress.step(f"report tree: {to_base.name} + objects of {from_base.name}")
             tree = PortTree.build(tmp / "tree", old, new)

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import hints
+from .. import hints, layout
 from ..bases.pins import Base
 from ..fsutil import atomic_write
 from ..lock import locked, tree_lock_path
@@ -35,7 +35,7 @@ class ReportFiles:
 
 def report_dir(root: Path, to_name: str) -> Path:
     """Where ``port report --to <to>`` keeps its files (beside ``build/port-<to>``)."""
-    return root / "build" / f"port-report-{to_name}"
+    return layout.port_report(root, to_name)
 
 
 def report_json(reports: list[PatchReport], from_name: str, to_name: str) -> dict:

@@ -28,17 +28,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import git, hints
+from .. import git, hints, layout
 from ..bases.pins import Base, default_cache_dir
 from ..bases.repo import base_repo
-from ..tree.commits import commit_series
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
 from ..edit.refresh import queue_digest
 from ..fsutil import atomic_write
 from ..queue.patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
 from ..progress import QUIET, Progress
-from ..tree.checkouts import refuse_blocked_branch
-from ..tree.seamtree import BRANCH, SeamTree, legacy_port_state
+from ..layout import BRANCH
+from ..tree.kept import kept_root
+from ..tree.seamtree import SeamTree
 from ..queue.series import read_series
 from ..tree.state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
 from .tree import try_patch
@@ -55,7 +55,7 @@ SKIP_VERDICTS = ("obsolete", "dropped")
 
 
 def port_tree(root: Path, to_name: str) -> Path:
-    return root / "build" / f"port-{to_name}"
+    return layout.port_tree(root, to_name)
 
 
 def one_line(value: str | None, option: str) -> str | None:
@@ -93,7 +93,7 @@ class PortSession:
         self.path = Path(tree) if tree is not None else self.default_tree
         self.cache = cache or default_cache_dir()
         self.progress = progress
-        self.seam = SeamTree(self.path)
+        self.seam = SeamTree(self.path, root)
         self.tree = PortTree(self.path)
 
     def command(self, verb: str, **variables: str) -> str:
@@ -112,13 +112,12 @@ class PortSession:
         refuse_direction(from_base, self.to_base)
         with self.seam.locked(self.progress):
             self.seam.check_replaceable((Kind.PORT,), "tkv-seam port", rerun=self.command("start"))
-            if self.seam.load():  # the port tree's branch is `seam`: a `seam/...` branch blocks it
-                refuse_blocked_branch(self.path, self.command("start"))
             series = read_series(self.root, from_base.queue, from_base.name)
             series.load()  # every patch parses before anything is made
             old, _ = base_repo(from_base, self.cache, progress=self.progress)
             new, _ = base_repo(self.to_base, self.cache, progress=self.progress)
-            with self.seam.scratch() as tmp:
+
+            def build(tmp: Path) -> tuple[Path, TreeState]:
                 self.progress.step(f"port tree: {self.to_base.name} + objects of {from_base.name}")
                 built = PortTree.build(tmp / "tree", old, new)
                 state = TreeState(
@@ -139,10 +138,9 @@ class PortSession:
                     rel = series.path(name).relative_to(self.root)
                     (built.path / ".git" / QUEUE_COPY / rel).parent.mkdir(parents=True, exist_ok=True)
                     (built.path / ".git" / QUEUE_COPY / rel).write_bytes(series.path(name).read_bytes())
-                state.save(built.path)  # in the tree before the tree is in place: never a tree without it
-                self.seam.swap_in(
-                    built.path, self.progress
-                )  # a finished port of ours holding nothing new (checked above)
+                return built.path, state
+
+            state, _ = self.seam.rebuild(build, rerun=self.command("start"), progress=self.progress)
             self._advance(state)
             return self._finish(state, force)
 
@@ -223,7 +221,7 @@ class PortSession:
             msg = self.seam.git_dir / PORT_MSG
             if msg.exists():
                 extra[PORT_MSG] = msg.read_bytes()
-            bundle = self.seam.remove_keeping(self.root / "build" / "dropped", extra)
+            bundle = self.seam.remove_keeping(kept_root(self.root), extra)
             return Aborted(self.path, bundle)
 
     def status(self) -> TreeState:
@@ -272,7 +270,7 @@ class PortSession:
                         f"{self.path} is a tkv-seam {state.kind} tree of {state.base}, not a port; "
                         "nothing was changed",
                         hint=f"{port_command('status', self.to_base.name)}   (the port's own tree, "
-                        f"build/port-{self.to_base.name}; PORT_TREE= names another port tree)",
+                        f"{layout.shown(self.default_tree, self.root)}; PORT_TREE= names another port tree)",
                     )
                 if not self.seam.git_dir.is_dir():
                     what = "no .git: not a git tree (removed by hand?)"
@@ -283,7 +281,9 @@ class PortSession:
                 raise SeamError(
                     f"{self.path} is there, but holds no port tkv-seam can go on with: {what}; nothing was changed",
                     hint=f"keep it aside (`{hints.shell('mv', self.path, f'{self.path}.mine')}`; its commits stay "
-                    f"there to cherry-pick), then `{self.command('start')}`",
+                    f"there to cherry-pick), then `{self.command('start')}`"
+                    if layout.in_build(self.root, self.path)
+                    else hints.aside(self.root, self.path, ""),
                 )
             raise SeamError(
                 f"no port to {self.to_base.name} in progress ({self.path})",
@@ -339,23 +339,18 @@ class PortSession:
     def save(self, state: TreeState) -> None:
         state.head = self.seam.head()
         self.seam.save(state)
-        legacy_port_state(self.path).unlink(missing_ok=True)  # an older tkv-seam's copy, now superseded
 
     def _patch(self, p: PortProgress, k: int) -> Patch:
-        """Patch ``k`` of the old queue as it was when the port started (its copy in the port tree;
-        a port an older tkv-seam started has none: the project's file)."""
+        """Patch ``k`` of the old queue as it was when the port started (its copy in the port tree)."""
         rel = p.series[k]
         kept = self.seam.git_dir / QUEUE_COPY / rel
-        if kept.is_file():
-            return parse_text(kept.read_text(), Path(rel).name, self.root / rel)
-        try:
-            return parse_text((self.root / rel).read_text(), Path(rel).name, self.root / rel)
-        except FileNotFoundError as e:
+        if not kept.is_file():
             raise SeamError(
-                f"{rel}, patch {k + 1} of the queue this port started from, is gone from the project "
-                f"(a port an older tkv-seam started reads the queue as it is now)",
-                hint=f"put it back (`{hints.shell('git', 'checkout', '--', rel)}`), then `{self.command('continue')}`",
-            ) from e
+                f"{self.path}: .git/{QUEUE_COPY}/{rel}, patch {k + 1} of the queue as this port started from it, "
+                "is gone (removed by hand?); nothing was changed",
+                hint=f"abort the port (its tree is kept in a bundle): `{self.command('abort')}`, then `{self.command('start')}`",
+            )
+        return parse_text(kept.read_text(), Path(rel).name, self.root / rel)
 
     def _record(
         self,
@@ -406,18 +401,11 @@ class PortSession:
             status = c.status
         elif p.current:
             status = DoneStatus.RESOLVED
-        else:  # an older tkv-seam recorded nothing: the status is what a strict replay says
-            status = self._replayed_status(parent, patch)
+        else:  # every commit the port makes is recorded first (Committing): this one is not the port's
+            return None
         note = "; ".join(x for x in ((c.note if c else ""), "recorded after an interrupted run") if x)
         self._record(state, patch, status, head, info.message, note)
         return f"{patch.name}: committed by an interrupted run ({head[:12]}); recorded as {status}"
-
-    def _replayed_status(self, parent: str, patch: Patch) -> DoneStatus:
-        try:
-            commit_series(self.path, parent, [patch], QUIET)
-        except SeamError:
-            return DoneStatus.THREE_WAY
-        return DoneStatus.EXACT
 
     def _keep_leftovers(self, why: str) -> None:
         left = self.seam.uncommitted()

@@ -20,7 +20,7 @@ from ..bases.repo import BaseRepo
 from ..tree.commits import symlinked_path
 from ..errors import ApplyError
 from ..queue.patch import FileChange, Patch, PlacementKind, file_sections, replay_file, split_lines
-from ..tree.seamtree import BASE_TAG, BRANCH
+from ..layout import BASE_TAG, BRANCH
 from .analysis import (
     by_file,
     decide,

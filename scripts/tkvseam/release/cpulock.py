@@ -36,6 +36,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from .. import layout
 from ..bases.pins import Base
 from ..bases.sdist import fetch_sdist
 from ..errors import SeamError, UsageError
@@ -326,7 +327,7 @@ def lock_cpu(
         [f"{n}=={v}" for n, v in test_pins.items() if v],
         stamp,
     )
-    with locked(root / "build" / "locks" / f"lock-cpu-{base.name}.lock", str(path), progress):
+    with locked(layout.cpu_lock_lock(root, base.name), str(path), progress):
         _write(root, path, text, pins, result)
     return result
 

@@ -28,7 +28,7 @@ from .. import hints
 from ..bases.index import default_index_url
 from ..bases.pins import Base, Image, Sdist, load_bases, lock_file, plain_sdist_name
 from ..bases.sdist import fetch_sdist, sdist_commit
-from ..bases.file import inline_table, insert_base, write
+from ..bases.file import inline_table, insert_base, refuse_link, write
 from ..errors import EXIT_USAGE, SeamError, VerifyError
 from ..bases.index import IndexFile, Listing, listing
 from ..lock import locked, tree_lock_path
@@ -161,6 +161,7 @@ def pin(
     ``root``: the project root the bases file's queue paths are relative to.
     """
     wanted = parse_release(version)
+    refuse_link(bases_file)  # before anything is downloaded
     index_url = index_url or default_index_url()
     entry = find_sdist(listing(PROJECT, index_url), wanted)
     release = sdist_version(entry.filename)  # the index's spelling: 9.11 -> 9.11.0

@@ -25,6 +25,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import layout
 from ..bases import file as basesfile
 from ..bases.pins import Base, lock_file, load_bases
 from ..bases.carried import PORT_VERDICTS
@@ -36,7 +37,7 @@ from ..outputs import symlink_on_the_way
 from ..progress import QUIET, Progress
 from ..queue.series import DEFAULT_QUEUE, Queue, parse_series_text
 from ..tree.seamtree import SeamTree
-from ..tree.state import STATE, Kind, TreeState
+from ..tree.state import STATE, TreeState
 
 
 @dataclass
@@ -75,7 +76,7 @@ def _refuse_top_level(name: str, queue: Queue) -> None:
 def _ports_from(root: Path, name: str) -> list[str]:
     """Port trees under build/ carrying ``name``'s queue forward that have not finished."""
     out = []
-    for path in sorted((root / "build").glob("port-*")):
+    for path in sorted(layout.build(root).glob("port-*")):
         try:
             state = SeamTree(path).load()
         except SeamError:  # a state too new for this tkv-seam: not ours to judge
@@ -107,12 +108,8 @@ def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
 
 def _tree_problem(tree: SeamTree, rerun: str) -> str | None:
     """Why ``tree`` (a build or port tree) may not simply be deleted, or None (absent, or a tree
-    the tool made holding nothing of yours): ``SeamTree.check_replaceable``'s one rule."""
-    try:
-        tree.check_replaceable((Kind.APPLY, Kind.PORT), "tkv-seam", rerun=rerun)
-    except RefusedError as e:
-        return e.message
-    return None
+    the tool made holding nothing of yours): ``SeamTree.removal_problem``, the one rule."""
+    return tree.removal_problem("tkv-seam", rerun)
 
 
 def retire(
@@ -120,6 +117,7 @@ def retire(
 ) -> RetireResult:
     """Retire base ``name`` (see the module docstring)."""
     bases = load_bases(bases_file, root)
+    basesfile.refuse_link(bases_file)  # its tables go last: a link refused there would leave the rest done
     base: Base | None = bases.get(name)
     if base is None and not _NAME.fullmatch(name):
         raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint=".venv/bin/tkv-seam carried")
@@ -148,7 +146,7 @@ def retire(
             f"{', '.join(ports)}: a port from {name}'s queue is in progress; it reads that queue's patches",
             hint=f"finish or abort it first: make port VERB=abort TO={Path(ports[0]).name.removeprefix('port-')}",
         )
-    trees = [SeamTree(root / "build" / f"vllm-{name}"), SeamTree(root / "build" / f"port-{name}")]
+    trees = [SeamTree(layout.build_tree(root, name), root), SeamTree(layout.port_tree(root, name), root)]
     with contextlib.ExitStack() as held:  # no apply or port runs on the trees meanwhile
         for tree in trees:
             if not tree.path.is_symlink():
@@ -165,7 +163,8 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
         raise RefusedError(
             f"retiring {name} would delete trees holding work the tool did not record:\n{lines}",
             hint=f"keep it first (e.g. `make refresh BASE={name}`), or `make retire BASE={name} FORCE=1` "
-            "(each such tree is then kept in build/dropped/: a bundle of a git tree, else moved there)",
+            f"(each such tree is then kept in {layout.shown(layout.dropped(root), root)}/: a bundle of a git tree, "
+            "else moved there)",
         )
     own, others = _queue_files(root, queue)
     backup = [p for p in (queue_dir, lock, bases_file) if p.exists()]
@@ -180,8 +179,8 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
         elif lexists(tree.path):
             tree.remove()
             result.removed.append(str(rel))
-    for work in (root / "build" / "seamtest" / name, root / "build" / "bench" / name):
-        link = symlink_on_the_way(root / "build", work)
+    for work in (layout.seamtest_work(root, name), layout.bench_work(root, name)):
+        link = symlink_on_the_way(layout.build(root), work)
         if link is not None:  # a directory elsewhere: what is there may not be the tool's
             rel = work.relative_to(root)
             result.left.append(f"{rel}: reached through the symlink {link.relative_to(root)}, not removed")
@@ -224,7 +223,7 @@ def _keep_tree(tree: SeamTree, kept: Path) -> Path:
     if tree.path.is_dir() and not tree.path.is_symlink() and (tree.git_dir / "HEAD").is_file():
         extra = {STATE: TreeState.path(tree.path).read_bytes()} if TreeState.path(tree.path).is_file() else {}
         return tree.remove_keeping(kept, extra)
-    dest = kept / "build" / tree.path.name
+    dest = kept / tree.path.relative_to(tree.root) if tree.root else kept / tree.path.name
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tree.path, dest)
     return dest

@@ -31,7 +31,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from ..bases import file as basesfile
-from .. import git, hints
+from .. import git, hints, layout
 from ..bases.pins import Base, Plugin, SeamPins, load_bases
 from ..bases.repo import BaseRepo, base_repo
 from ..bases.index import default_index_url, listing
@@ -363,7 +363,7 @@ def write(
                 f"{bases_file.name}: {table.base} already has a .seam table with other values:\n"
                 + "\n".join(f"  {d}" for d in _differences(existing, table.pins())),
                 hint=f"keep it, or replace it: make seam-table BASE={table.base} FORCE=1 "
-                "(the old bases file is kept under build/dropped/)",
+                f"(the old bases file is kept under {layout.dropped(Path())}/)",
             )
         kept = keep() if keep is not None else None
         return True

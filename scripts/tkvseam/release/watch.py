@@ -29,7 +29,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from .. import hints
+from .. import hints, layout
 from ..bases.index import default_index_url
 from ..bases.pins import Base, get_base, load_bases
 from ..bases.carried import carried_before, carried_bases
@@ -45,7 +45,6 @@ from ..port.report import report as port_report
 from ..port.render import cell
 from ..progress import QUIET, Progress
 
-DRIFT_DIR = Path("build") / "drift"
 DRIFT_KIND = "a drift report directory"
 # The summary's columns, in order.
 CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "moved")
@@ -278,7 +277,7 @@ def watch(
             }
         )
     if report:
-        out = root / DRIFT_DIR
+        out = layout.drift(root)
         with locked(tree_lock_path(out), str(out), progress):  # one report run at a time
             _report(root, bases_file, cache, from_base, result, out, yanked, write, index_url, progress)
     return result

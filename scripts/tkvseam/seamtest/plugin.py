@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..bases.carried import PLANNER_ENV, planner_module
+from .. import layout
 from ..errors import SeamError
 from .outcomes import PASSED, fold
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
@@ -39,7 +40,7 @@ def plugin_dir(r: Runner) -> Path:
             f"bases.toml pins no plugin release for {r.base.name}",
             hint=f'add ["{r.base.name}".seam] plugin = {{ requirement = ..., hashes = [...] }}',
         )
-    target = r.root / "build" / "plugin" / pin.requirement.replace("==", "-")
+    target = layout.plugin_dir(r.root) / pin.requirement.replace("==", "-")
     requirements = pin.requirements_txt()
     stamp = target / ".requirements"
     if stamp.exists() and stamp.read_text() == requirements:

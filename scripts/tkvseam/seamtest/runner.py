@@ -7,7 +7,7 @@ environment) and, once they ran, the per-node-id outcomes into a report. Lanes
 know nothing about processes or venvs; the runner knows nothing about lanes.
 
 A *slot* is a venv holding stock vLLM: slot 0 is the test venv itself
-(``.venv-vllm-<base>``), slot i > 0 a hard-linked copy of it under ``build/seamtest/<base>/``
+(``.venv-vllm-<base>``), slot i > 0 a hard-linked copy of it under ``build/seamtest/<base>/`` (``layout.seamtest_work``)
 (cheap: only the directory entries are new; the overlay installer replaces
 files by rename, so a slot's overlaid files never touch another slot's). Each
 slot runs one job at a time; the longest jobs start first (the previous run's
@@ -46,6 +46,7 @@ from ..queue.patch import Patch
 from ..progress import QUIET, Progress
 from ..queue.series import read_series
 from ..tree.seamtree import SeamTree
+from ..tree.state import Kind
 from .outcomes import read_rows
 
 OUTCOMES_PLUGIN = "tkvseam.seamtest.outcomes"
@@ -123,26 +124,10 @@ class Runner:
     # -- the series -----------------------------------------------------------
 
     def __post_init__(self) -> None:
+        state = SeamTree(self.tree, self.root).require(Kind.APPLY, self.base.name, "the seam tests")
         self.patches: list[Patch] = read_series(self.root, self.base.queue, self.base.name).load()
         self.paths = overlay_paths(self.patches)
-        state = SeamTree(self.tree).state()
         again = hints.rerun("apply", self.root, self.base.name, self.tree)
-        if state.port_in_progress:
-            raise SeamError(
-                f"{self.tree} is a port in progress: its commits are not a queue's",
-                hint=hints.port("status", state.base, self.tree),
-            )
-        if state.pending:
-            raise SeamError(f"{self.tree} is half-switched by an interrupted apply", hint=again)
-        if state.base != self.base.name:
-            raise SeamError(
-                f"{self.tree} is a tree of {state.base}, not {self.base.name}: {self.base.name}'s tests and venv "
-                "would run on another base's files",
-                hint=hints.rerun(
-                    "apply", self.root, self.base.name, self.root / "build" / f"vllm-{self.base.name}"
-                )
-                + f"  (then --tree build/vllm-{self.base.name}, or --base {state.base})",
-            )
         self.commits = git.commits_after(self.tree, state.base_commit)
         self.base_commit = state.base_commit
         if len(self.commits) != len(self.patches):

@@ -1,9 +1,25 @@
-"""Copies of what a step replaces or removes, kept under ``build/dropped/<time>-<why>/``.
+"""What the tool keeps when it drops something, and where.
 
-A destructive step of ``seam-table --force``, ``lock-cpu`` or ``retire`` first copies what
-it is about to change, at the same project-relative paths, and says where
-(``cp -a build/dropped/<dir>/<path> <path>`` puts a file back). ``build/dropped/`` is where
-the tool keeps what it drops (``port abort``'s bundles too); ``make clean`` leaves it.
+In a tree (it stays with the tree; a rebuilt tree gets it over, ``carry_kept``):
+
+- ``keep_dropped``: files and commits about to be dropped, in a ref ``refs/tkv-seam/dropped/<time>``
+  (a snapshot commit on HEAD holding the changed, untracked and ignored files; ``git -C <tree>
+  checkout <ref> -- <file>`` brings one back);
+- ``set_aside`` / ``back_up``: files moved or copied into ``.git/tkv-seam-dropped/<time>/``.
+
+Outside a tree, under the project's ``build/dropped/`` (``make clean`` and ``tkv-seam clean``
+leave it; the tool never removes it):
+
+- ``bundle``: a whole tree about to be removed (``port abort``, ``retire``, ``clean``), as a git
+  bundle of every ref, the index, the work tree with untracked and ignored files, and the tool's
+  own files; ``git clone <bundle>`` gets it back;
+- ``keep``: copies of project files a step replaces or removes (``seam-table --force``,
+  ``lock-cpu``, ``retire``), at their project-relative paths (``cp -a build/dropped/<dir>/<path>
+  <path>`` puts one back).
+
+``build/dropped/`` is written only when it is a directory of the project: a symlink on the way
+(``build`` or ``build/dropped`` linking elsewhere) is refused (exit 5), so what is kept never
+lands outside the project.
 """
 
 from __future__ import annotations
@@ -12,19 +28,180 @@ import re
 import shutil
 from pathlib import Path
 
+from .. import git, hints
+from ..errors import RefusedError
 from ..fsutil import stamp
+from ..layout import BASE_TAG, BRANCH, DROPPED_DIR, DROPPED_REFS, KEPT_REFS, dropped
+from ..outputs import symlink_on_the_way
+from ..progress import QUIET, Progress
+from .work import UserWork, user_refs
+
+_STAMP = re.compile(r"\d{8}T\d{6}Z-\d+-\d+")  # fsutil.stamp()
 
 
-KEPT = Path("build") / "dropped"
+# --------------------------------------------------------------------------- in a tree
+
+
+def keep_dropped(tree: Path, work: UserWork, reason: str) -> str:
+    """Keep what is about to be dropped from ``tree`` in a ref of it; return the ref name.
+
+    The ref points at HEAD, or at a snapshot commit on HEAD holding the changed, untracked and
+    (when ``work`` names any) ignored files too, so every dropped file and commit stays
+    recoverable. A repository inside the tree (``work.nested``) cannot be kept so: refused.
+    """
+    if work.nested:
+        raise RefusedError(
+            f"{tree} holds git repositories a ref cannot keep ({', '.join(work.nested)}); nothing was dropped",
+            hint=f"move them out of the tree (`{hints.shell('mv', tree / work.nested[0].rstrip('/'), '<elsewhere>')}`), "
+            "then run the command again",
+        )
+    head = git.head(tree)
+    commit = (
+        git.snapshot_worktree(tree, f"tkv-seam: kept before {reason}\n", ignored=bool(work.ignored))
+        if work.dirty
+        else head
+    )
+    if work.moved_seam:  # one ref reaching both: a commit of the same files on HEAD's and seam's
+        commit = git.commit_tree(
+            tree,
+            git.tree_of(tree, commit),
+            [commit, work.moved_seam],
+            f"tkv-seam: kept before {reason} (second parent: the branch {BRANCH})\n",
+        )
+    ref = f"{DROPPED_REFS}/{stamp()}"
+    git.update_ref(tree, ref, commit)
+    return ref
+
+
+def dropped_dir(tree: Path) -> Path:
+    """A new directory of ``.git/tkv-seam-dropped/`` for files the tool sets aside or backs up."""
+    keep = tree / ".git" / DROPPED_DIR / stamp()
+    keep.mkdir(parents=True)
+    return keep
+
+
+def kept_dir(tree: Path, name: str) -> Path:
+    """The dropped directory ``name`` (as ``dropped_dir`` made it); a name from a state edited by
+    hand that is not one of those (``..``, a path) is refused, never followed."""
+    where = tree / ".git" / DROPPED_DIR
+    if not _STAMP.fullmatch(name):
+        raise RefusedError(
+            f"{tree}: its state names the kept directory {name!r}, which is not a name tkv-seam gives "
+            f"(.git/{DROPPED_DIR}/<time>-<pid>-<n>): the state was edited by hand; nothing was removed",
+            hint=f"{hints.shell('ls', '-la', where)}  (then fix or remove the state's field)",
+        )
+    return where / name
+
+
+def read_kept(keep: Path) -> dict[str, bytes]:
+    """The files of a dropped directory: relative name -> bytes (what ``back_up`` wrote)."""
+    return {str(p.relative_to(keep)): p.read_bytes() for p in sorted(keep.rglob("*")) if p.is_file()}
+
+
+def set_aside(tree: Path, paths: list[str]) -> Path:
+    """Move ``paths`` of the tree into a new dropped directory; return it."""
+    keep = dropped_dir(tree)
+    for rel in paths:
+        (keep / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).replace(keep / rel)
+    return keep
+
+
+def back_up(tree: Path, files: dict[str, bytes]) -> Path:
+    """Write ``files`` (relative name -> bytes) into a new dropped directory; return it."""
+    keep = dropped_dir(tree)
+    for name, data in files.items():
+        (keep / name).parent.mkdir(parents=True, exist_ok=True)
+        (keep / name).write_bytes(data)
+    return keep
+
+
+def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
+    """Copy into the replacement of a tree what the tree keeps: the refs and files keeping dropped
+    work, and the user's own refs under their names. A name the new tree holds at another commit
+    (the base clone's own branch after a new base) keeps the old one under ``DROPPED_REFS`` (said),
+    unless it is the old base's (nothing of the user's on it)."""
+    if not (old / ".git").is_dir():
+        return
+    specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.refs(old, DROPPED_REFS) else []
+    old_base = git.resolve(old, f"{BASE_TAG}^{{commit}}")
+    renamed, prefix = [], f"{DROPPED_REFS}/{stamp()}"
+    for ref in user_refs(old) + git.refs(old, "refs/notes/"):
+        theirs = git.resolve(new, ref)
+        if theirs is None:
+            specs.append(f"{ref}:{ref}")
+        elif theirs != git.resolve(old, ref) and not (
+            old_base and git.is_ancestor(old, f"{ref}^{{commit}}", old_base)
+        ):
+            specs.append(f"{ref}:{prefix}/{ref.removeprefix('refs/')}")
+            renamed.append(f"{ref} -> {prefix}/{ref.removeprefix('refs/')}")
+    if specs:
+        git.fetch(new, old, *specs)
+    if renamed:
+        progress.warn(
+            "the new tree uses these names for other commits; the old ones are kept in:\n    "
+            + "\n    ".join(renamed)
+        )
+    kept = old / ".git" / DROPPED_DIR
+    if kept.is_dir():
+        shutil.copytree(kept, new / ".git" / DROPPED_DIR, dirs_exist_ok=True, symlinks=True)
+
+
+def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
+    """Keep everything in ``tree`` in a new bundle in ``dest_dir``; return the bundle.
+
+    The bundle holds every branch, tag and kept ref, and under ``refs/tkv-seam/kept/``: the staged
+    changes (``index``, on HEAD), the work tree with untracked and ignored files (``worktree``, on
+    ``index``; a conflicted file as it is, markers and all) and ``extra`` files that live outside
+    any commit (``files``: the tool's state, the kept directories).
+    """
+    index = git.snapshot_index(tree, "tkv-seam: staged changes when the tree was removed\n")
+    work = git.snapshot_worktree(
+        tree, "tkv-seam: the work tree when it was removed\n", parent=index, start=index, ignored=True
+    )
+    files = dict(extra)
+    kept = tree / ".git" / DROPPED_DIR
+    if kept.is_dir():
+        for p in sorted(kept.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                files[f"{DROPPED_DIR}/{p.relative_to(kept)}"] = p.read_bytes()
+    for name, commit in (("index", index), ("worktree", work)):
+        git.update_ref(tree, f"{KEPT_REFS}/{name}", commit)
+    git.update_ref(tree, f"{KEPT_REFS}/files", git.snapshot_files(tree, files, "tkv-seam: files kept\n"))
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    out = dest_dir / f"{tree.name}-{stamp()}.bundle"
+    refs = [r for r in git.refs(tree, "refs/") if not r.startswith("refs/remotes/")]
+    git.bundle(tree, out, refs + (["HEAD"] if git.branch(tree) else []))
+    return out
+
+
+# --------------------------------------------------------------------------- in build/dropped/
+
+
+def kept_root(root: Path) -> Path:
+    """The project's ``build/dropped/``, refused (exit 5) when a symlink is on the way to it: what
+    the tool keeps stays inside the project."""
+    where = dropped(root)
+    link = symlink_on_the_way(Path(root), where)
+    if link is not None:
+        rel = link.relative_to(root)
+        raise RefusedError(
+            f"{rel} is a symlink (to {link.readlink()}): what tkv-seam keeps goes to {where.relative_to(root)}/, "
+            "inside the project, never through a link; nothing was dropped",
+            hint=f"make it a directory of the project: `{hints.shell('mv', rel, f'{rel}.link')}`, then run the command "
+            "again (the link's target stays as it is)",
+        )
+    return where
 
 
 def keep(root: Path, paths: list[Path], why: str) -> Path:
-    """Copy each of ``paths`` (files or directories inside ``root``) into a new kept directory.
+    """Copy each of ``paths`` (files or directories inside ``root``) into a new kept directory
+    under ``build/dropped/``.
 
     Symlinks are copied as symlinks (never followed); a file outside the project goes to ``_outside/``.
     """
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", why).strip("-") or "kept"
-    dest = root / KEPT / f"{stamp()}-{slug}"
+    dest = kept_root(root) / f"{stamp()}-{slug}"
     dest.mkdir(parents=True, exist_ok=False)
     for path in paths:
         rel = _inside(root, path)

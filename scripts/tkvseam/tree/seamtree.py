@@ -1,17 +1,26 @@
-"""SeamTree: the one owner of a tree tkv-seam made (a build tree or a port tree).
+"""SeamTree: the one owner of a tree tkv-seam made (a build tree or a port tree), and of its rules.
 
 A ``SeamTree`` is a path and what the tool knows about it: its lock (one run at a time,
-``lock.locked`` on ``.<name>.lock`` beside it), its state (``state``, one versioned
-schema that never names the tree, so a tree is always the one at the path given), its
-crash recovery (a swapped-out tree put back, scratch trees of killed runs removed, under
-the lock), the single rule for what in it is the user's work and when it may be replaced
-(``check_replaceable``), and what it keeps when it drops something (``keep_dropped``,
-``set_aside``, ``back_up``: named by ``fsutil.stamp``, listed by the caller). Trees move
-only in two ways a crash cannot split: an in-place switch recorded as pending first
-(``switch_in_place``; the next run finishes it, ``finish_pending_switch``), or a tree built
-in a scratch directory beside it and swapped in by renames (``swap_in``, which carries the
-kept refs and files over). A tree is removed only after its work is kept outside it
-(``remove_keeping``: a bundle of every ref, the index and the work tree).
+``lock.locked`` on ``.<name>.lock`` beside it), its state (``state``, one versioned schema that
+never names the tree, so a tree is always the one at the path given), its crash recovery (a
+swapped-out tree put back, scratch trees of killed runs removed, under the lock), and the rules:
+
+- ``require(kind, base, use)``: the one check that a tree is usable as a tree of ``base``
+  (made by the tool, of that base, not a port in progress, not half-switched); anything else is
+  refused, exit 5, naming why and the command that makes one;
+- ``check_replaceable``: the one rule for replacing a tree. The path is free, or holds a tree of
+  the tool's holding nothing the user added (``work.user_work``: changed, untracked and ignored
+  files, commits), whose checkouts a switch or a rebuild cannot break (``work.refuse_checkouts``);
+  ``--force`` drops the user's work only after keeping it (``keep_dropped``);
+- ``removal_work``: what a tree about to be removed (``retire``, ``clean``) holds that would be
+  lost with it; ``remove_keeping`` removes a tree after keeping all of it in a bundle.
+
+Trees move only in two ways a crash cannot split: an in-place switch recorded as pending first
+(``switch_in_place``; the next run finishes it, ``finish_pending_switch``), or a tree rebuilt in a
+scratch directory beside it with its state and swapped in by renames (``rebuild``, which keeps
+ignored files of the old tree by the same rule and carries its kept refs and files over). What
+is kept goes through ``tree.kept`` (``keep_dropped``, ``set_aside``, ``back_up``; named by
+``fsutil.stamp``, listed by the caller).
 """
 
 from __future__ import annotations
@@ -20,68 +29,30 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import git, hints
-from ..errors import RefusedError, SeamError, UsageError
-from ..fsutil import describe_dir, lexists, stamp
-from ..lock import locked, tree_lock_path
+from .. import git, hints, layout
+from ..errors import RefusedError
+from ..fsutil import describe_dir, lexists
+from ..lock import locked
 from ..progress import QUIET, Progress
-from .state import LEGACY_PORT_STATE, STATE, Kind, TreeState
-from .checkouts import (
-    BASE_TAG,
-    BRANCH,
-    DROPPED_DIR,
-    DROPPED_REFS,
-    carry_kept,
-    put_back_unborn_head,
-    refuse_blocked_branch,
-    refuse_linked_worktrees,
-)
+from . import kept, switch
+from .state import STATE, Kind, TreeState
+from .work import UserWork, refuse_checkouts, refuse_nested, uncommitted, user_work
 
-__all__ = ["BASE_TAG", "BRANCH", "DROPPED_DIR", "DROPPED_REFS", "SeamTree", "UserWork", "legacy_port_state"]
+__all__ = ["SeamTree", "UserWork"]
 
 _SCRATCH = re.compile(r"\.tmp-[a-z0-9_]{8}")
-_STAMP = re.compile(r"\d{8}T\d{6}Z-\d+-\d+")  # fsutil.stamp()
-
-
-@dataclass
-class UserWork:
-    """What a user added to a tree since tkv-seam recorded it."""
-
-    tree: Path
-    dirty: list[tuple[str, str]] = field(default_factory=list)  # (status, path)
-    commits: list[tuple[str, str]] = field(default_factory=list)  # (id, subject), newest first
-    moved_head: str | None = None  # HEAD, when it is not the recorded one
-    moved_seam: str | None = None  # the seam branch, when HEAD is elsewhere and it holds commits of its own
-
-    def __bool__(self) -> bool:
-        return bool(self.dirty or self.moved_head or self.moved_seam)
-
-    def describe(self, limit: int = 20) -> str:
-        """Lines naming the files and commits (id + subject), for a refusal or a --force warning."""
-        out = []
-        if self.dirty:
-            out.append(f"uncommitted changes ({len(self.dirty)} paths):")
-            out += [f"    {st} {path}" for st, path in self.dirty[:limit]]
-            if len(self.dirty) > limit:
-                out.append(f"    … and {len(self.dirty) - limit} more (git -C {self.tree} status)")
-        if self.commits:
-            out.append(f"commits that are not in patches/ ({len(self.commits)}):")
-            out += [f"    {c[:12]} {subject}" for c, subject in self.commits[:limit]]
-        elif self.moved_head:
-            out.append(f"HEAD moved to {self.moved_head[:12]} (not the recorded result)")
-        if self.moved_seam:
-            out.append(f"the branch {BRANCH} (HEAD is not on it) moved to {self.moved_seam[:12]}")
-        return "\n".join(out)
 
 
 class SeamTree:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, root: Path | None = None):
+        """``root``: the project the tree belongs to, when known (its hints may then tell to move a
+        path of the project's build/ aside, and spell the default trees with make)."""
         self.path = Path(path)
+        self.root = Path(root) if root is not None else None
 
     def __str__(self) -> str:
         return str(self.path)
@@ -96,7 +67,7 @@ class SeamTree:
     def locked(self, progress: Progress = QUIET) -> Iterator[SeamTree]:
         """Hold the tree's lock for the block; first undo what an interrupted run left beside it."""
         self.refuse_symlink()
-        with locked(tree_lock_path(self.path), str(self.path), progress):
+        with locked(layout.lock_of(self.path), str(self.path), progress):
             self.recover(progress)
             yield self
 
@@ -104,15 +75,15 @@ class SeamTree:
         """A tree is the directory at its path: a symlink there is refused (its lock would not be
         the tree's, and removing through it removes elsewhere)."""
         if self.path.is_symlink():
+            way = (
+                f"move the link away (`{hints.shell('mv', self.path, f'{self.path}.link')}`)"
+                if layout.in_build(self.root, self.path)
+                else "choose another --tree"
+            )
             raise RefusedError(
                 f"{self.path} is a symlink (to {os.readlink(self.path)}), not a tree: refused",
-                hint=f"pass the directory itself (--tree {self.path.resolve()}) where the command takes --tree; "
-                f"else move the link away (`{hints.shell('mv', self.path, f'{self.path}.link')}`)",
+                hint=f"pass the directory itself (--tree {self.path.resolve()}) where the command takes --tree; else {way}",
             )
-
-    def leftovers(self, pattern: str) -> list[Path]:
-        """The entries beside the tree named ``.<name>`` + a suffix matching ``pattern``."""
-        return self._beside(pattern)
 
     def _beside(self, pattern: str) -> list[Path]:
         parent = self.path.parent
@@ -160,17 +131,44 @@ class SeamTree:
         """Replace the tree by the complete tree ``new`` (same parent) with two renames.
 
         What the old tree kept (``keep_dropped``, ``set_aside``) and the user's own branches,
-        tags and stash go over first (``_carry_kept``); the old tree is removed last. A crash
+        tags and stash go over first (``kept.carry_kept``); the old tree is removed last. A crash
         between the renames leaves ``.<name>.old-<pid>``, which ``recover`` puts back.
         """
         old = None
         if lexists(self.path):
-            carry_kept(self.path, new, progress)
+            kept.carry_kept(self.path, new, progress)
             old = self.path.parent / f".{self.path.name}.old-{os.getpid()}"
             os.replace(self.path, old)
         os.replace(new, self.path)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+
+    def rebuild(
+        self,
+        build: Callable[[Path], tuple[Path, TreeState]],
+        force: bool = False,
+        force_hint: str | None = None,
+        rerun: str = "run the command again",
+        progress: Progress = QUIET,
+    ) -> tuple[TreeState, str | None]:
+        """Replace the tree (or make it) by a new one: ``build(scratch)`` makes the new tree in a
+        scratch directory beside this one and returns it with its state; the state is written into
+        it (never a tree in place without its state), then it is swapped in (``swap_in``).
+
+        The files git ignores in the old tree are the user's and do not survive a rebuild: refused
+        (exit 5, naming them) unless ``force`` (when the caller allows it, ``force_hint``), which
+        keeps them in a ref first. Returns the new state and that ref (or None).
+        """
+        ref = None
+        if self.load() is not None:
+            work = uncommitted(self.path, ignored=True)
+            work.dirty = [(st, p) for st, p in work.dirty if p in work.ignored]
+            ref = self._keep_or_refuse(work, force, force_hint, rerun, "replacing the tree", progress)
+        with self.scratch() as tmp:
+            new, state = build(tmp)
+            state.save(new)
+            self.swap_in(new, progress)
+        return state, ref
 
     # -- state --------------------------------------------------------------------
 
@@ -181,13 +179,10 @@ class SeamTree:
         return TreeState.load(self.path)
 
     def state(self) -> TreeState:
-        """The tree's state, or an error saying it is not a tkv-seam tree."""
+        """The tree's state, or an error saying it is not a tkv-seam tree (exit 5)."""
         state = self.load()
         if state is None:
-            base = self.path.name.removeprefix("vllm-") if self.path.name.startswith("vllm-") else None
-            raise SeamError(
-                f"{self.path} is not a tree made by tkv-seam apply", hint=hints.make("apply", BASE=base)
-            )
+            raise self._not_made(Kind.APPLY, self._guess_base())
         return state
 
     def save(self, state: TreeState) -> None:
@@ -196,25 +191,111 @@ class SeamTree:
     def head(self) -> str:
         return git.head(self.path)
 
+    def _guess_base(self) -> str | None:
+        return self.path.name.removeprefix("vllm-") if self.path.name.startswith("vllm-") else None
+
+    # -- is it usable ---------------------------------------------------------------
+
+    def require(self, kind: Kind, base: str, use: str) -> TreeState:
+        """The tree's state when it is usable as a ``kind`` tree of ``base`` for ``use`` (what the
+        caller does with it: "refresh", "the seam tests", "the image"); else RefusedError (exit 5)
+        naming why and the command that makes one:
+
+        - no tree of the tool's there (nothing, a file, a directory without the tool's state);
+        - a port in progress where a queue's commits are needed (``Kind.APPLY`` takes a build tree
+          or a finished port: its commits are a queue's), or a build tree where a port is needed;
+        - a switch an interrupted apply left half done;
+        - a tree of another base.
+        """
+        state = self.load()
+        if state is None:
+            raise self._not_made(kind, base)
+        if kind == Kind.APPLY and state.port_in_progress:
+            where = f"stopped at {state.port.current}" if state.port.current else "not finished"
+            raise RefusedError(
+                f"{self.path} is a port to {state.base} in progress ({where}); its commits are a queue only "
+                f"when it finishes: {use} refused",
+                hint=f"{self._port('status', state.base)}   (then continue, skip or finish)",
+            )
+        if kind == Kind.PORT and state.kind != Kind.PORT:
+            raise RefusedError(
+                f"{self.path} is a tkv-seam {state.kind} tree of {state.base}, not a port: {use} refused",
+                hint=self._port("status", base),
+            )
+        if state.pending:
+            raise RefusedError(
+                f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}; its commits "
+                f"are not what the queue was applied from: {use} refused",
+                hint=f"finish the switch first: {self._rerun('apply', state.base)}",
+            )
+        if state.base != base:
+            own = layout.build_tree(self.root, base) if self.root else None
+            again = hints.make("apply", BASE=base)
+            if own is not None and own != self.path:
+                again += (
+                    f"  (then --tree {layout.shown(own, self.root)}; or --base {state.base}, the tree's own)"
+                )
+            raise RefusedError(
+                f"{self.path} is a tree of {state.base}, not {base}: {use} of {base} would take {state.base}'s files",
+                hint=again,
+            )
+        return state
+
+    def _not_made(self, kind: Kind, base: str | None) -> RefusedError:
+        what = "nothing is there" if not lexists(self.path) else f"no .git/{STATE}"
+        ours = not lexists(self.path) or layout.in_build(self.root, self.path)  # the tool may make one there
+        if kind == Kind.PORT:
+            return RefusedError(
+                f"{self.path} is not a port tree made by tkv-seam port start ({what})",
+                hint=self._port("start", base or "<base>") if ours else hints.aside(self.root, self.path, ""),
+            )
+        if base is None:
+            hint = hints.make("apply", BASE="<base>")
+        elif self.root is None:
+            hint = hints.make("apply", BASE=base)
+        elif ours:
+            hint = self._rerun("apply", base)
+        else:
+            hint = f"{hints.aside(self.root, self.path, '')}; the base's own tree: {hints.make('apply', BASE=base)}"
+        return RefusedError(f"{self.path} is not a tree made by tkv-seam apply ({what})", hint=hint)
+
+    def _rerun(self, verb: str, base: str, force: bool = False) -> str:
+        """``apply``/``refresh`` of this tree, from its project's root (its own build tree: make)."""
+        return hints.rerun(verb, self.root or self.path.parent.parent, base, self.path, force)
+
+    def _port(self, verb: str, to: str) -> str:
+        default = self.root is not None and self.path == layout.port_tree(self.root, to)
+        return hints.port(verb, to, None if default else self.path)
+
     # -- what is the user's --------------------------------------------------------
 
     def uncommitted(self) -> UserWork:
         """The uncommitted (and untracked, not ignored) files of the tree."""
-        return UserWork(self.path, dirty=[(st.strip() or "??", p) for st, p in git.status_paths(self.path)])
+        return uncommitted(self.path)
 
-    def user_work(self, state: TreeState, expected_heads: tuple[str, ...] = ()) -> UserWork:
-        """Uncommitted files and commits in the tree that its recorded state does not hold."""
-        work = self.uncommitted()
-        head = self.head()
-        known = [h for h in (state.head, *expected_heads) if h]
-        if head not in known:
-            work.moved_head = head
-            work.commits = git.subjects(self.path, head, *(f"^{h}" for h in known))
-        seam = git.resolve(self.path, f"refs/heads/{BRANCH}")
-        if seam and git.branch(self.path) != f"refs/heads/{BRANCH}" and seam not in (*known, head):
-            work.commits += git.subjects(self.path, seam, f"^{head}", *(f"^{h}" for h in known))
-            work.moved_seam = seam
-        return work
+    def user_work(
+        self, state: TreeState, expected_heads: tuple[str, ...] = (), ignored: bool = True
+    ) -> UserWork:
+        """Files and commits in the tree that its recorded state does not hold (``ignored``: the
+        files git ignores count, as the user's)."""
+        return user_work(self.path, state, expected_heads, ignored)
+
+    def removal_problem(self, made_by: str = "tkv-seam", rerun: str = "run the command again") -> str | None:
+        """Why removing the tree (``retire``, ``clean``) would lose something, or None (nothing there,
+        or a tree of the tool's holding nothing but what it recorded): the replace rule's refusals
+        (not the tool's, a port in progress, half-switched, linked worktrees, …) and what a removed
+        tree takes with it beyond them: ignored files, the user's own refs and stash, what an
+        earlier step kept in the tree."""
+        try:
+            state, _ = self.check_replaceable((Kind.APPLY, Kind.PORT), made_by, rerun=rerun)
+        except RefusedError as e:
+            return e.message
+        if state is None:
+            return None
+        work = user_work(self.path, state, removing=True)
+        return f"{self.path} holds what a removed tree would lose:\n{work.describe()}" if work else None
+
+    # -- the replace rule -------------------------------------------------------------
 
     def check_replaceable(
         self,
@@ -224,13 +305,18 @@ class SeamTree:
         rerun: str = "run the command again",
         force_hint: str | None = None,
         progress: Progress = QUIET,
-    ) -> tuple[TreeState | None, str | None]:
+        ignored: bool = True,
+        finish_switch: bool = False,
+    ) -> tuple[TreeState | None, list[str]]:
         """The one rule for replacing a tree. Refuse (exit 5, naming what is there) unless the path
         is free, or holds a tree of one of ``kinds`` that is not a port in progress, not
-        half-switched, and holds nothing the user added. ``force`` (when the caller allows it,
-        ``force_hint``) drops the user's work only after keeping it in a ref (listed).
+        half-switched (``finish_switch``: the interrupted switch is finished first, by the same
+        rule), whose checkouts a switch or rebuild cannot break, and that holds nothing the user
+        added (``ignored``: files git ignores count; a caller that may switch in place, which
+        leaves them, passes False and lets ``rebuild`` judge them). ``force`` (when the caller
+        allows it, ``force_hint``) drops the user's work only after keeping it in a ref (listed).
 
-        Returns the tree's state (None when absent) and the ref keeping what ``force`` dropped.
+        Returns the tree's state (None when absent) and the refs keeping what ``force`` dropped.
         """
         for parent in self.path.parents:  # a tree inside a tree: files the outer tree does not hold
             if SeamTree(parent).load() is not None:
@@ -240,19 +326,17 @@ class SeamTree:
                     hint=f"choose another --tree (beside {parent}, not in it)",
                 )
         if not lexists(self.path):
-            return None, None
+            return None, []
         if self._holds_project():
             raise RefusedError(
                 f"{self.path} holds a project (its bases.toml) or the directory you are in: never a tree "
                 f"{made_by} makes or replaces; nothing was changed",
-                hint="choose another --tree (the default is the project's build/<tree>)",
+                hint="choose another --tree (the default is the project's own build tree)",
             )
-        move = hints.shell("mv", self.path, f"{self.path}.mine")
         if self.path.is_symlink() or not self.path.is_dir():
             what = "a symlink" if self.path.is_symlink() else "a file"
             raise RefusedError(
-                f"{self.path} exists but was not made by {made_by} ({what})",
-                hint=f"{move}, then {rerun}",
+                f"{self.path} exists but was not made by {made_by} ({what})", hint=self._aside(rerun)
             )
         state = self.load()
         if state is None or state.kind not in kinds:
@@ -262,41 +346,68 @@ class SeamTree:
                 else f"no .git/{STATE}; it holds: {describe_dir(self.path)}"
             )
             raise RefusedError(
-                f"{self.path} exists but was not made by {made_by} ({holds})",
-                hint=f"{move} (or choose another --tree), then {rerun}",
+                f"{self.path} exists but was not made by {made_by} ({holds})", hint=self._aside(rerun)
             )
         if state.port_in_progress:
             where = f"stopped at {state.port.current}" if state.port.current else "in progress"
             raise RefusedError(
                 f"a port to {state.base} is already in progress in {self.path} ({where})",
-                hint=f"{hints.port('status', state.base, self.path)}   (then continue, skip, or abort)",
+                hint=f"{self._port('status', state.base)}   (then continue, skip, or abort)",
             )
-        if state.pending:
+        dropped = []
+        if state.pending and finish_switch:
+            dropped += [r for r in [self.finish_pending_switch(state, force, progress)] if r]
+        elif state.pending:
             raise RefusedError(
                 f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}",
                 hint=f"finish it first: {self._rerun('apply', state.base)}",
             )
-        refuse_linked_worktrees(self.path, rerun)
-        put_back_unborn_head(self.path, state.head, force, rerun, force_hint)
-        work = self.user_work(state)
+        refuse_checkouts(self.path, state.head, rerun, force, force_hint)
+        work = self.user_work(state, ignored=ignored)
+        ref = self._keep_or_refuse(
+            work, force, force_hint, rerun, "replacing the tree (--force)", progress, state
+        )
+        return state, dropped + ([ref] if ref else [])
+
+    def _keep_or_refuse(
+        self,
+        work: UserWork,
+        force: bool,
+        force_hint: str | None,
+        rerun: str,
+        why: str,
+        progress: Progress,
+        state: TreeState | None = None,
+    ) -> str | None:
+        """Nothing to keep: None. ``force`` (with ``force_hint``): keep ``work`` in a ref, say so
+        and return the ref. Else refuse (exit 5), naming it and the ways to keep it."""
         if not work:
-            return state, None
+            return None
         if force and force_hint:
-            ref = self.keep_dropped(work, "replacing the tree (--force)")
+            refuse_nested(work, rerun)
+            ref = self.keep_dropped(work, why)
             progress.warn(
                 f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} ({self._show(ref)})"
             )
-            return state, ref
+            return ref
+        ways = []
+        if work.commits or work.moved_head or any(st != "!!" for st, _ in work.dirty):
+            base = state.base if state else self._guess_base() or "<base>"
+            ways.append(f"keep it: commit it, then `{self._rerun('refresh', base)}`")
+        if work.ignored:
+            ways.append(
+                "keep the files git ignores: move them out of the tree (a new tree does not hold them)"
+            )
+        if force_hint:
+            ways.append(f"drop it: {force_hint} (lists it and keeps it in a ref)")
+        if layout.in_build(self.root, self.path):
+            ways.append(f"or `{hints.shell('mv', self.path, f'{self.path}.mine')}`, then {rerun}")
         raise RefusedError(
-            f"{self.path} holds work that tkv-seam did not record:\n{work.describe()}",
-            hint=f"keep it: commit it, then `{self._rerun('refresh', state.base)}`"
-            + (f"; drop it: {force_hint} (lists it and keeps it in a ref)" if force_hint else "")
-            + f"; or `{move}`, then {rerun}",
+            f"{self.path} holds work that tkv-seam did not record:\n{work.describe()}", hint="; ".join(ways)
         )
 
-    def _rerun(self, verb: str, base: str, force: bool = False) -> str:
-        """``apply``/``refresh`` of this tree, from its project's root (``build/vllm-<base>``: make)."""
-        return hints.rerun(verb, self.path.parent.parent, base, self.path, force)
+    def _aside(self, rerun: str) -> str:
+        return hints.aside(self.root, self.path, rerun)
 
     def _show(self, ref: str) -> str:
         return hints.shell("git", "-C", self.path, "show", ref)
@@ -307,96 +418,35 @@ class SeamTree:
         real = Path(os.path.realpath(self.path))
         return (self.path / "bases.toml").is_file() or real == here or real in here.parents
 
-    # -- what the tool keeps ----------------------------------------------------
-
-    def dropped_dir(self) -> Path:
-        """A new directory of ``.git/tkv-seam-dropped/`` for files the tool sets aside or backs up."""
-        keep = self.git_dir / DROPPED_DIR / stamp()
-        keep.mkdir(parents=True)
-        return keep
-
-    def kept_dir(self, name: str) -> Path:
-        """The dropped directory ``name`` (as ``dropped_dir`` made it); a name from a state edited
-        by hand that is not one of those (``..``, a path) is refused, never followed."""
-        if not _STAMP.fullmatch(name):
-            raise RefusedError(
-                f"{self.path}: its state names the kept directory {name!r}, which is not a name tkv-seam gives "
-                f"(.git/{DROPPED_DIR}/<time>-<pid>-<n>): the state was edited by hand; nothing was removed",
-                hint=f"{hints.shell('ls', '-la', self.git_dir / DROPPED_DIR)}  (then fix or remove the state's field)",
-            )
-        return self.git_dir / DROPPED_DIR / name
-
-    @staticmethod
-    def read_kept(keep: Path) -> dict[str, bytes]:
-        """The files of a dropped directory: relative name -> bytes (what ``back_up`` wrote)."""
-        return {str(p.relative_to(keep)): p.read_bytes() for p in sorted(keep.rglob("*")) if p.is_file()}
+    # -- what the tool keeps (tree.kept) ---------------------------------------------------
 
     def keep_dropped(self, work: UserWork, reason: str) -> str:
-        """Keep what is about to be dropped in a ref of the tree; return the ref name.
+        """Keep what is about to be dropped (``work``: files, ignored ones too, and commits) in a
+        ref of the tree; return the ref name (``kept.keep_dropped``)."""
+        return kept.keep_dropped(self.path, work, reason)
 
-        The ref points at HEAD, or at a snapshot commit on HEAD holding the uncommitted and
-        untracked files too, so every dropped file and commit stays recoverable.
-        """
-        head = self.head()
-        commit = git.snapshot_worktree(self.path, f"tkv-seam: kept before {reason}\n") if work.dirty else head
-        if work.moved_seam:  # one ref reaching both: a commit of the same files on HEAD's and seam's
-            commit = git.commit_tree(
-                self.path,
-                git.tree_of(self.path, commit),
-                [commit, work.moved_seam],
-                f"tkv-seam: kept before {reason} (second parent: the branch {BRANCH})\n",
-            )
-        ref = f"{DROPPED_REFS}/{stamp()}"
-        git.update_ref(self.path, ref, commit)
-        return ref
+    def dropped_dir(self) -> Path:
+        return kept.dropped_dir(self.path)
+
+    def kept_dir(self, name: str) -> Path:
+        return kept.kept_dir(self.path, name)
+
+    read_kept = staticmethod(kept.read_kept)
 
     def set_aside(self, paths: list[str]) -> Path:
-        """Move ``paths`` of the tree into a new dropped directory; return it."""
-        keep = self.dropped_dir()
-        for rel in paths:
-            (keep / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(self.path / rel, keep / rel)
-        return keep
+        return kept.set_aside(self.path, paths)
 
     def back_up(self, files: dict[str, bytes]) -> Path:
-        """Write ``files`` (relative name -> bytes) into a new dropped directory; return it."""
-        keep = self.dropped_dir()
-        for name, data in files.items():
-            (keep / name).parent.mkdir(parents=True, exist_ok=True)
-            (keep / name).write_bytes(data)
-        return keep
+        return kept.back_up(self.path, files)
 
     def remove_keeping(self, dest_dir: Path, extra: dict[str, bytes]) -> Path:
-        """Remove the tree after keeping everything in it in a bundle in ``dest_dir``; return the bundle.
-
-        The bundle holds every branch, tag and kept ref, and under ``refs/tkv-seam/kept/``: the
-        staged changes (``index``, on HEAD), the work tree with untracked files (``worktree``, on
-        ``index``; a conflicted file as it is, markers and all) and ``extra`` files that live
-        outside any commit (``files``: the tool's state, the kept directories).
-        ``git clone <bundle>`` gets it back.
-        """
-        kept = "refs/tkv-seam/kept"
-        index = git.snapshot_index(self.path, "tkv-seam: staged changes when the tree was removed\n")
-        work = git.snapshot_worktree(
-            self.path, "tkv-seam: the work tree when it was removed\n", parent=index, start=index
-        )
-        files = dict(extra)
-        dropped = self.git_dir / DROPPED_DIR
-        if dropped.is_dir():
-            for p in sorted(dropped.rglob("*")):
-                if p.is_file() and not p.is_symlink():
-                    files[f"{DROPPED_DIR}/{p.relative_to(dropped)}"] = p.read_bytes()
-        for name, commit in (("index", index), ("worktree", work)):
-            git.update_ref(self.path, f"{kept}/{name}", commit)
-        git.update_ref(
-            self.path, f"{kept}/files", git.snapshot_files(self.path, files, "tkv-seam: files kept\n")
-        )
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        bundle = dest_dir / f"{self.path.name}-{stamp()}.bundle"
-        refs = [r for r in git.refs(self.path, "refs/") if not r.startswith("refs/remotes/")]
-        git.bundle(self.path, bundle, refs + (["HEAD"] if git.branch(self.path) else []))
+        """Remove the tree after keeping everything in it (ignored files too) in a bundle in
+        ``dest_dir`` (``kept.bundle``); return the bundle. A git repository inside the tree, which
+        a bundle cannot hold, is refused first (exit 5)."""
+        refuse_nested(uncommitted(self.path, ignored=True), "run the command again")
+        out = kept.bundle(self.path, dest_dir, extra)
         self.remove()
-        return bundle
+        return out
 
     def remove(self) -> None:
         """Remove the tree: renamed to a scratch name first, so a kill midway leaves a scratch tree
@@ -405,102 +455,27 @@ class SeamTree:
         os.replace(self.path, gone)
         shutil.rmtree(gone, ignore_errors=True)
 
-    # -- switching in place (apply) ------------------------------------------------
-
-    def _pending_work(self, state: TreeState) -> UserWork:
-        """What a user added to a half-switched tree: a file counts as the switch's own only when
-        the switch touches it and its content is that of the old or the new commit."""
-        start = state.switch_from or state.head
-        touched = set(git.changed_paths(self.path, start, state.head))
-        work = self.user_work(state, expected_heads=(start,))
-        work.dirty = [
-            (st, path)
-            for st, path in work.dirty
-            if path not in touched
-            or git.file_blob_id(self.path, path)
-            not in (git.blob_id(self.path, state.head, path), git.blob_id(self.path, start, path))
-        ]
-        return work
+    # -- switching in place (apply; tree.switch) ------------------------------------
 
     def finish_pending_switch(self, state: TreeState, force: bool, progress: Progress) -> str | None:
         """Finish an interrupted in-place switch, never over work added since; return a kept ref."""
-        rerun = f"`{self._rerun('apply', state.base)}`"
-        refuse_blocked_branch(self.path, rerun)
-        refuse_linked_worktrees(self.path, rerun)
-        put_back_unborn_head(
-            self.path, state.head, force, rerun, f"`{self._rerun('apply', state.base, True)}`"
+        return switch.finish_pending(
+            self.path,
+            state,
+            force,
+            self._rerun("apply", state.base),
+            self._rerun("apply", state.base, True),
+            progress,
         )
-        work = self._pending_work(state)
-        ref = None
-        if work and not force:
-            raise RefusedError(
-                f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}, and it "
-                f"holds work added since:\n{work.describe()}",
-                hint=f"finish the switch and keep that work in a ref it names: `{self._rerun('apply', state.base, True)}` "
-                f"(then `{hints.shell('git', '-C', self.path, 'checkout', '<ref>', '--', '<file>')}` or "
-                "`git cherry-pick <ref>` brings it back)",
-            )
-        if work:
-            ref = self.keep_dropped(work, "finishing an interrupted switch")
-            progress.warn(
-                f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} ({self._show(ref)})"
-            )
-        progress.step(f"finish the interrupted switch of {self.path} to {state.head[:12]}")
-        git.attach_head(self.path, f"refs/heads/{BRANCH}")  # the reset moves our branch, never another
-        if work:
-            git.reset_clean(self.path, state.head)  # the untracked files are in the kept ref
-        else:
-            git.reset_hard(self.path, state.head)
-        git.update_ref(self.path, f"refs/heads/{BRANCH}", state.head)
-        state.pending, state.switch_from = False, None
-        self.save(state)
-        return ref
 
     def switch_in_place(self, new: TreeState, force: bool = False, progress: Progress = QUIET) -> None:
-        """Move a clean tree from its HEAD to ``new.head``, touching only the files that differ.
-
-        ``new`` is saved first, marked pending with the HEAD it starts from; an interrupted
-        switch is finished by the next run (``finish_pending_switch``). An ignored file at a
-        path the switch adds is refused (``force``: set aside, and said so).
-        """
-        in_the_way = [
-            p for p in git.changed_paths(self.path, "HEAD", new.head, only="A") if lexists(self.path / p)
-        ]
-        if in_the_way and not force:
-            shown = "\n".join(f"    {p}" for p in in_the_way[:10])
-            raise RefusedError(
-                f"{self.path}: the patches add files that exist there as ignored files; the switch would "
-                f"overwrite them:\n{shown}",
-                hint=f"keep them: `{hints.shell('mv', self.path / in_the_way[0], f'{self.path / in_the_way[0]}.mine')}` "
-                f"(each), then `{self._rerun('apply', new.base)}`; or `{self._rerun('apply', new.base, True)}` "
-                f"(sets them aside in .git/{DROPPED_DIR}/)",
-            )
-        if in_the_way:
-            keep = self.set_aside(in_the_way)
-            progress.warn(
-                f"--force sets aside ignored files the patches add, in {keep}: {', '.join(in_the_way)}"
-            )
-        new.pending, new.switch_from = True, self.head()
-        self.save(new)
-        git.switch_worktree(self.path, new.head)
-        git.update_ref(self.path, f"refs/heads/{BRANCH}", new.head)
-        git.attach_head(self.path, f"refs/heads/{BRANCH}")  # HEAD was detached or another branch
-        new.pending, new.switch_from = False, None
-        self.save(new)
-
-
-def legacy_port_state(tree: Path) -> Path:
-    """Where the old tool kept a port's progress (read once, then replaced by the schema-2 state)."""
-    return tree / ".git" / LEGACY_PORT_STATE
-
-
-def require_build_tree(tree: Path, base) -> None:
-    """The build tree is a tkv-seam tree of ``base`` (its overlay is what the image gets)."""
-    state = SeamTree(tree).load()
-    if state is None or state.base != base.name:
-        what = (
-            "is not a tree made by tkv-seam apply"
-            if state is None
-            else f"holds {state.base}, not {base.name}"
+        """Move a clean tree from its HEAD to ``new.head``, touching only the files that differ
+        (``switch.switch_in_place``: recorded as pending first; ignored files stay)."""
+        switch.switch_in_place(
+            self.path,
+            new,
+            force,
+            self._rerun("apply", new.base),
+            self._rerun("apply", new.base, True),
+            progress,
         )
-        raise UsageError(f"{tree} {what}", hint=f"make apply BASE={base.name}")

@@ -5,9 +5,10 @@ Schema 2 (this one): ``kind`` is ``apply`` (a build tree: base + the queue's com
 in ``port``). The state never names the tree it lives in: a tree is found by its path, so a
 copied or moved project works and no state ever points at another tree.
 
-Older files are read too: schema 1 (``tkv-seam.json`` without ``schema``, which named its
-tree) and an unfinished port of the old tool (only ``.git/tkv-seam-port.json``). Unknown
-fields are ignored; a file of a newer schema is refused (``NewerState``).
+Unknown fields are ignored; a file of a newer schema is refused (``NewerState``); a file of
+no known schema reads as no state (the tree is then not one the tool replaces or removes).
+tkv-seam is 0.1.0 and was never released: no other schema was ever written by a release, so
+none is read (the development versions' schema 1 and ``tkv-seam-port.json`` are not).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from ..fsutil import atomic_write
 
 SCHEMA = 2
 STATE = "tkv-seam.json"  # inside the tree's .git directory
-LEGACY_PORT_STATE = "tkv-seam-port.json"  # schema 1's separate port state
 
 
 class Kind(StrEnum):
@@ -144,22 +144,20 @@ class TreeState:
         Raises NewerState for a state of a newer schema than this tool's.
         """
         data = _read_json(cls.path(tree))
-        legacy_port = _read_json(tree / ".git" / LEGACY_PORT_STATE)
         if data is None:
-            return _from_legacy_port(legacy_port) if legacy_port else None
-        schema = data.get("schema", 1)
-        if not isinstance(schema, int) or schema > SCHEMA:
+            return None
+        schema = data.get("schema")
+        if schema is not None and (not isinstance(schema, int) or schema > SCHEMA):
             raise NewerState(
                 f"{tree}: its state ({STATE}) has schema {schema!r}; this tkv-seam reads schema {SCHEMA}",
                 hint="use the tkv-seam that made it (pip install -e . in that checkout)",
             )
+        if schema != SCHEMA:  # no schema: a development version's (never released), not read
+            return None
         try:
-            state = _from_dict(data)
+            return _from_dict(data)
         except (TypeError, ValueError, KeyError, AttributeError):
             return None
-        if schema == 1 and state.kind == Kind.PORT and legacy_port:
-            state.port = _progress(legacy_port)
-        return state
 
 
 def _read_json(path: Path) -> dict | None:
@@ -176,7 +174,7 @@ def _known(cls, data: dict) -> dict:
 
 
 def _from_dict(data: dict) -> TreeState:
-    data = _known(TreeState, data)  # schema 1's "tree", "port_stopped_at" go
+    data = _known(TreeState, data)
     data["kind"] = Kind(data.get("kind", Kind.APPLY))
     data["patches"] = [AppliedPatch(**_known(AppliedPatch, p)) for p in data.get("patches", [])]
     port = data.get("port")
@@ -196,19 +194,3 @@ def _progress(data: dict) -> PortProgress:
         else None
     )
     return PortProgress(**data)
-
-
-def _from_legacy_port(data: dict) -> TreeState | None:
-    """A port the old tool started (only ``tkv-seam-port.json``): the same progress, schema 2."""
-    try:
-        return TreeState(
-            kind=Kind.PORT,
-            base=data["to_base"],
-            source="sdist",
-            base_commit=data["base_commit"],
-            upstream_commit=data["upstream_commit"],
-            head=data.get("head", ""),
-            port=_progress(data),
-        )
-    except (KeyError, TypeError, ValueError):
-        return None

@@ -1,0 +1,138 @@
+"""Where tkv-seam keeps what it makes: the names inside a tree and every path under ``build/``.
+
+This module is the only place that spells them (``tests/tooling/test_tree_rules.py`` fails on a
+``"build"`` path spelled anywhere else); what may be done with them is the tree layer's
+(``tree.seamtree.SeamTree``) and ``outputs``'s.
+
+Inside a tree the tool made:
+
+- the branch ``seam`` (the patched commits) and the tag ``tkv-seam-base`` (the pristine base);
+- ``refs/tkv-seam/dropped/<time>``: what a step dropped from the tree, kept (``SeamTree.keep_dropped``);
+- ``refs/tkv-seam/kept/{index,worktree,files}``: a removed tree's staged changes, work tree and
+  the tool's own files, in its bundle (``SeamTree.remove_keeping``);
+- ``.git/tkv-seam-dropped/<time>/``: files the tool set aside or backed up.
+
+Under a project's ``build/`` (each entry ``E`` is guarded by the lock file ``.E.lock`` beside it):
+
+==========================  ===========================================================
+``vllm-<base>``             the build tree (``apply``)
+``port-<to>``               the port tree (``port start``)
+``port-report-<to>``        ``port report``'s files (its scratch tree goes by the name too)
+``dropped/``                what the tool kept of what it dropped; the tool never removes it
+``seamtest/<base>/``        the seam lanes' work: venv slots, stages, test roots, logs
+``bench/<base>/``           ``bench/bench.py``'s work
+``drift/``                  ``watch --report``
+``overlay-<base>/``         ``overlay stage``
+``overlay-venv/``           the stage ``overlay install``/``restore`` work from
+``image-<base>/``           the image's build context
+``plugin/``                 the plugin wheels a lane downloads
+``locks/``                  the locks of ``lock-cpu`` (one per base)
+==========================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BRANCH = "seam"
+BASE_TAG = "tkv-seam-base"
+DROPPED_REFS = "refs/tkv-seam/dropped"  # refs keeping what the tool dropped from a tree
+KEPT_REFS = "refs/tkv-seam/kept"  # in a removed tree's bundle: its index, work tree, files
+DROPPED_DIR = "tkv-seam-dropped"  # in the tree's .git: files the tool set aside or backed up
+
+BUILD = "build"
+DROPPED = "dropped"
+
+
+def build(root: Path) -> Path:
+    """The project's ``build/``."""
+    return Path(root) / BUILD
+
+
+def build_tree(root: Path, base: str) -> Path:
+    return build(root) / f"vllm-{base}"
+
+
+def port_tree(root: Path, to: str) -> Path:
+    return build(root) / f"port-{to}"
+
+
+def port_report(root: Path, to: str) -> Path:
+    return build(root) / f"port-report-{to}"
+
+
+def dropped(root: Path) -> Path:
+    """``build/dropped/``: where whole trees (bundles) and copies of project files are kept."""
+    return build(root) / DROPPED
+
+
+def seamtest_work(root: Path, base: str) -> Path:
+    return build(root) / "seamtest" / base
+
+
+def bench_work(root: Path, base: str) -> Path:
+    return build(root) / "bench" / base
+
+
+def drift(root: Path) -> Path:
+    return build(root) / "drift"
+
+
+def overlay_stage(root: Path, base: str) -> Path:
+    return build(root) / f"overlay-{base}"
+
+
+def overlay_venv_stage(root: Path) -> Path:
+    return build(root) / "overlay-venv"
+
+
+def image_context(root: Path, base: str) -> Path:
+    return build(root) / f"image-{base}"
+
+
+def plugin_dir(root: Path) -> Path:
+    return build(root) / "plugin"
+
+
+def cpu_lock_lock(root: Path, base: str) -> Path:
+    return build(root) / "locks" / f"lock-cpu-{base}.lock"
+
+
+def lock_of(path: Path) -> Path:
+    """The lock file guarding ``path`` (a tree, an output directory, a file): ``.<name>.lock`` beside it."""
+    return path.parent / f".{path.name}.lock"
+
+
+def shown(path: Path, root: Path) -> str:
+    """``path`` as a hint or help text spells it: relative to ``root`` when inside it."""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def default(kind, placeholder: str = "<base>") -> str:
+    """The default path ``kind`` (one of the functions above) as help text: ``build/vllm-<base>``."""
+    return str(kind(Path(), placeholder))
+
+
+def in_build(root: Path | None, path: Path) -> bool:
+    """True when ``path`` is an entry of the project's ``build/`` (or below one), reached through no
+    symlink and not ``build/dropped/`` itself: a directory the tool owns, so a hint may tell the
+    user to move it aside. Anything else (``/etc``, ``$HOME``, the project, a ``--tree`` elsewhere)
+    is never the tool's to move: a hint says to choose another path instead."""
+    if root is None:
+        return False
+    top = build(root)
+    path = Path(os.path.abspath(path))
+    if path == top or top not in path.parents or path == dropped(root):
+        return False
+    here = Path(root)
+    for part in path.relative_to(root).parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            return False
+    cwd = Path(os.path.realpath(Path.cwd()))
+    real = Path(os.path.realpath(path))
+    return not (real == cwd or real in cwd.parents)
