@@ -106,12 +106,17 @@ COMMANDS = ["refresh", "seamtest", "image", "stand-in"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_user_of_a_build_tree_refuses_the_same_unusable_trees_with_one_code(pproject, crash_at, command):
+def test_every_user_of_a_build_tree_refuses_the_same_unusable_trees_with_one_code(
+    pproject, crash_at, command
+):
     """No tree, a tree of another base, a port in progress, a half-switched tree: exit 5 from each
     command (refresh said 5, the seam tests 1, the image 2 before), naming why, with a next step."""
     root = pproject.root
     code, error, hint = _refuse(pproject, command, NAME, root / "build" / "nothing-here")
-    assert (code, hint) == (5, f".venv/bin/tkv-seam apply --base {NAME} --tree {root / 'build' / 'nothing-here'}")
+    assert (code, hint) == (
+        5,
+        f".venv/bin/tkv-seam apply --base {NAME} --tree {root / 'build' / 'nothing-here'}",
+    )
     assert "is not a tree made by tkv-seam apply (nothing is there)" in error
 
     code, error, hint = _refuse(pproject, command, NEXT, pproject.tree)
@@ -125,7 +130,9 @@ def test_every_user_of_a_build_tree_refuses_the_same_unusable_trees_with_one_cod
 
     _half_switched(pproject, crash_at)
     code, error, hint = _refuse(pproject, command, NAME, pproject.tree)
-    assert code == 5 and "half-switched" in error and hint == f"finish the switch first: make apply BASE={NAME}"
+    assert (
+        code == 5 and "half-switched" in error and hint == f"finish the switch first: make apply BASE={NAME}"
+    )
 
 
 def test_require_of_a_port_tree(pproject):
