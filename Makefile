@@ -226,9 +226,11 @@ watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/
 	rc=0; $(TOOL) "$$@" || rc=$$?; \
 	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
 
-clean: ## Remove build/ but build/dropped/ (what the tool kept of trees it removed); keeps the venvs and the cache
-	@if [ -d build ]; then find build -mindepth 1 -maxdepth 1 ! -name dropped -exec rm -rf {} +; fi
-	@if [ -d build/dropped ]; then echo "make clean: kept build/dropped/ (rm -rf build/dropped to drop it)"; fi
+# clean is the tool's (tkv-seam clean): it removes only what it made and refuses trees holding work
+# (a stopped port, commits not refreshed, files git ignores), naming the command that keeps them.
+clean: ## Remove what the tool made under build/ but build/dropped/; refuses work (FORCE=1: kept in build/dropped/ first) | FORCE=1
+	@if [ -e build ] || [ -L build ]; then \
+	  $(MAKE) -s --no-print-directory $(VENV)/.done && $(TOOL) clean $(FORCE_FLAG); fi
 
 check-refresh: apply ## apply then refresh changes no byte of patches/ or series | BASE=<base>
 	$(TOOL) refresh --base $(BASE)

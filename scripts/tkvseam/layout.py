@@ -117,11 +117,22 @@ def default(kind, placeholder: str = "<base>") -> str:
     return str(kind(Path(), placeholder))
 
 
+def project_of(path: Path) -> Path | None:
+    """The project whose ``build/`` ``path`` lies in (the directory above a ``build`` holding a
+    ``bases.toml``), or None."""
+    for parent in Path(os.path.abspath(path)).parents:
+        if parent.name == BUILD and (parent.parent / "bases.toml").is_file():
+            return parent.parent
+    return None
+
+
 def in_build(root: Path | None, path: Path) -> bool:
     """True when ``path`` is an entry of the project's ``build/`` (or below one), reached through no
     symlink and not ``build/dropped/`` itself: a directory the tool owns, so a hint may tell the
     user to move it aside. Anything else (``/etc``, ``$HOME``, the project, a ``--tree`` elsewhere)
-    is never the tool's to move: a hint says to choose another path instead."""
+    is never the tool's to move: a hint says to choose another path instead. ``root`` None: the
+    project ``path`` lies in, if any (``project_of``)."""
+    root = root if root is not None else project_of(path)
     if root is None:
         return False
     top = build(root)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from . import hints
 from .errors import RefusedError, SeamError
 
 MARKER = ".tkv-seam-made.json"
@@ -128,6 +128,25 @@ def _not_ours(dest: Path, kind: str, legacy: Callable[[Path], bool] | None) -> s
     return None
 
 
+def output_kind(dest: Path) -> str | None:
+    """The kind of output ``dest`` is by its marker (``an overlay stage``, ...), or None: not a
+    real directory holding a marker the tool wrote."""
+    if dest.is_symlink() or not dest.is_dir():
+        return None
+    marker = _read_marker(dest)
+    kind = marker.get("kind") if marker else None
+    return kind if isinstance(kind, str) else None
+
+
+def removal_problem(dest: Path) -> str | None:
+    """Why removing the output directory ``dest`` would lose something, or None: it holds exactly
+    what the step wrote (sealed and unchanged, or unsealed holding only the step's names)."""
+    kind = output_kind(dest)
+    if kind is None:
+        return f"no {MARKER}: not an output tkv-seam made"
+    return _not_ours(dest, kind, None)
+
+
 def replace_output_dir(
     dest: Path,
     kind: str,
@@ -143,12 +162,11 @@ def replace_output_dir(
     ``legacy``: recognises an output made before markers existed. Refuses (exit 5) a
     symlink, a file, or a directory the tool did not make, deleting nothing.
     """
-    moved = shlex.quote(f"{dest}.mine")
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
         what = "a symlink" if dest.is_symlink() else "a file"
         raise RefusedError(
             f"{dest} exists and is not {kind} tkv-seam made ({what}); nothing was written",
-            hint=f"mv {shlex.quote(str(dest))} {moved} (or choose another path), then {rerun}",
+            hint=hints.aside(None, dest, rerun, option="path"),
         )
     marker = {"kind": kind, "names": sorted(set(names)) if names is not None else None, "files": None}
     if not dest.exists():
@@ -160,7 +178,7 @@ def replace_output_dir(
         raise RefusedError(
             f"{dest} exists and is not {kind} tkv-seam made ({problem}); it holds: "
             f"{_describe(dest)}; nothing was deleted",
-            hint=f"mv {shlex.quote(str(dest))} {moved} (or choose another path), then {rerun}",
+            hint=hints.aside(None, dest, rerun, option="path"),
         )
     _write_marker(dest, marker)  # unsealed first: a kill while emptying leaves a recognisable output
     for entry in sorted(dest.iterdir()):

@@ -1,4 +1,4 @@
-"""The queue commands: ``bases``, ``fetch``, ``apply``, ``refresh``, ``lint``, ``stylecheck``, ``drift``.
+"""The queue commands: ``bases``, ``fetch``, ``apply``, ``refresh``, ``lint``, ``stylecheck``, ``drift``, ``clean``.
 
 Each body parses options and calls the library; errors are not handled here (the top
 group, ``cli.SeamGroup``, maps them once). ``COMMANDS`` lists what ``cli`` registers.
@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from .. import layout
 from ..errors import EXIT_LINT, TOOL, SeamError
 from .options import Context, base_option, emit_json, force_option, json_option, pass_ctx, tree_option
 
@@ -238,4 +239,36 @@ def drift(click_ctx: click.Context, slug, base_name, as_json):
     click.echo("\n" + matrix(names, rows))
 
 
-COMMANDS = [bases, fetch, apply, refresh, lint, stylecheck, drift]
+@click.command()
+@force_option
+@json_option
+@pass_ctx
+def clean(ctx: Context, force, as_json):
+    """Remove what tkv-seam made under build/ but build/dropped/ (what make clean runs).
+
+    A tree or output holding work the tool did not record (edits, files git ignores,
+    commits not refreshed, a port in progress) is refused, naming it and the command that
+    keeps it, and nothing is removed (exit 5); --force keeps each in build/dropped/ first.
+    Anything the tool did not make is left as it is and named.
+    """
+    from ..edit.clean import clean as do_clean
+
+    result = do_clean(ctx.root, force, ctx.progress)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for line in result.kept:
+        click.echo(f"kept     {line}")
+    for line in result.left:
+        click.echo(f"left     {line}")
+    click.echo(
+        f"clean: {len(result.removed)} removed, {len(result.kept)} kept first, {len(result.left)} left"
+    )
+    if layout.dropped(ctx.root).is_dir():
+        where = layout.shown(layout.dropped(ctx.root), ctx.root)
+        click.echo(
+            f"clean: {where}/ stays (what the tool kept; remove it by hand when you no longer need it)"
+        )
+
+
+COMMANDS = [bases, fetch, apply, refresh, lint, stylecheck, drift, clean]

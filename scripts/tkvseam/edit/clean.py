@@ -1,0 +1,197 @@
+"""``clean`` (``make clean``): remove what the tool made under ``build/``, never what is yours.
+
+Every entry of ``build/`` but ``build/dropped/`` is judged, under its lock (``.<name>.lock``),
+before anything is removed:
+
+- a tree the tool made (a build or port tree) goes when it holds nothing but what the tool
+  recorded (``SeamTree.removal_problem``: no changed, untracked or ignored files, no commits not
+  yet refreshed, no port in progress, no refs of yours, nothing an earlier step kept in it);
+- an output directory (an overlay stage, an image context, a report: its marker) goes when it
+  holds exactly what its step wrote (``outputs.removal_problem``);
+- the tool's work directories (``seamtest/``, ``bench/``, ``plugin/``, ``locks/``), lock files
+  and what interrupted runs left beside a tree (put back or removed, as the next run would);
+- anything else (a file or directory of yours, a symlink) is left as it is and named.
+
+A tree or output holding your work is refused (exit 5), naming it and the command that keeps
+it, and nothing at all is removed; ``force`` keeps each one in ``build/dropped/`` first (a
+bundle of a tree, a copy of an output) and says so. ``build/dropped/`` itself stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import hints, layout
+from ..errors import RefusedError, SeamError
+from ..fsutil import lexists
+from ..lock import locked
+from ..outputs import output_kind
+from ..outputs import removal_problem as output_problem
+from ..progress import QUIET, Progress
+from ..tree.kept import keep, kept_root
+from ..tree.seamtree import SeamTree
+from ..tree.state import STATE, TreeState
+from ..tree.work import refuse_nested, uncommitted
+
+WORK_DIRS = ("seamtest", "bench", "plugin", "locks")  # the tool's own work, no marker: removed
+_BESIDE = re.compile(r"\.(?P<name>.+?)\.(?:lock|old-\d+|tmp-[a-z0-9_]{8})")  # lock, swap, scratch
+
+
+@dataclass
+class CleanResult:
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # "build/<entry> -> build/dropped/<what>"
+    left: list[str] = field(default_factory=list)  # "build/<entry>: why"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def clean(root: Path, force: bool = False, progress: Progress = QUIET) -> CleanResult:
+    """Remove what the tool made under ``root``'s ``build/`` (see the module docstring)."""
+    top = layout.build(root)
+    result = CleanResult()
+    if not lexists(top):
+        return result
+    if top.is_symlink() or not top.is_dir():
+        raise RefusedError(
+            f"{top} is {'a symlink' if top.is_symlink() else 'not a directory'}: clean removes nothing through it "
+            "(what it points at may not be the tool's)",
+            hint=f"{hints.shell('ls', '-ld', top)}   (remove what you do not need by hand)",
+        )
+    with contextlib.ExitStack() as held:
+        names = _names(top)
+        trees = {}
+        for name in names:  # under each entry's lock; a tree's interrupted runs undone first
+            path = top / name
+            tree = SeamTree(path, root)
+            if path.is_symlink():
+                continue
+            if _is_tree_name(top, name):
+                held.enter_context(tree.locked(progress))
+            else:
+                held.enter_context(locked(layout.lock_of(path), str(path), progress))
+            if _loads(tree):
+                trees[name] = tree
+        for lock in sorted((top / "locks").glob("*.lock")) if (top / "locks").is_dir() else []:
+            held.enter_context(locked(lock, str(lock), progress))  # lock-cpu's: none runs meanwhile
+        problems = _problems(root, top, trees, names)
+        if force:  # what no bundle can hold is refused before anything goes
+            for name in problems:
+                if name in trees:
+                    refuse_nested(uncommitted(top / name, ignored=True), hints.make("clean", FORCE="1"))
+        if problems and not force:
+            lines = "\n".join(f"  {layout.shown(top / n, root)}: {why}" for n, (why, _) in problems.items())
+            keeps = sorted({k for _, k in problems.values() if k})
+            raise RefusedError(
+                f"clean would delete what the tool did not record; nothing was removed:\n{lines}",
+                hint=(f"keep it first ({', '.join(f'`{k}`' for k in keeps)}), or " if keeps else "")
+                + f"`{hints.make('clean', FORCE='1')}` (each is then kept in {layout.shown(layout.dropped(root), root)}/ first)",
+            )
+        for name in names:
+            _clean_one(root, top / name, trees.get(name), name in problems, result, progress)
+    return result
+
+
+def _names(top: Path) -> list[str]:
+    """The entries of ``build/`` to judge: every name but ``dropped``, a name for each lock,
+    scratch or swapped-out tree left beside an entry (so the entry's lock recovers it)."""
+    names = set()
+    for entry in top.iterdir():
+        m = _BESIDE.fullmatch(entry.name)
+        name = m.group("name") if m else entry.name
+        if name != layout.DROPPED:
+            names.add(name)
+    return sorted(names)
+
+
+def _loads(tree: SeamTree) -> bool:
+    """The entry is a tree of the tool's with a state this tkv-seam reads (a newer one's is left)."""
+    try:
+        return tree.load() is not None
+    except SeamError:
+        return False
+
+
+def _is_tree_name(top: Path, name: str) -> bool:
+    """A tree's name, or the name of something an interrupted swap left of one."""
+    path = top / name
+    return (
+        TreeState.path(path).is_file()
+        or any(top.glob(f".{glob_escape(name)}.old-*"))
+        or any(top.glob(f".{glob_escape(name)}.tmp-*"))
+    )
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _problems(
+    root: Path, top: Path, trees: dict[str, SeamTree], names: list[str]
+) -> dict[str, tuple[str, str | None]]:
+    """name -> (why removing it would lose something, the command that keeps it)."""
+    out = {}
+    for name in names:
+        path = top / name
+        if name in trees:
+            tree = trees[name]
+            why = tree.removal_problem("tkv-seam", hints.make("clean"))
+            if why:
+                out[name] = (why.replace(f"{path}", layout.shown(path, root)), _keeper(tree))
+        elif output_kind(path) is not None:
+            why = output_problem(path)
+            if why:
+                out[name] = (f"{output_kind(path)} changed since its step wrote it: {why}", None)
+    return out
+
+
+def _keeper(tree: SeamTree) -> str | None:
+    """The command that keeps what a tree holds before it goes."""
+    state = tree.load()
+    if state is None:
+        return None
+    if state.port_in_progress:
+        return hints.port(
+            "abort", state.base, None if tree.path == layout.port_tree(tree.root, state.base) else tree.path
+        )
+    return hints.rerun("refresh", tree.root, state.base, tree.path)
+
+
+def _clean_one(
+    root: Path, path: Path, tree: SeamTree | None, kept_first: bool, result: CleanResult, progress: Progress
+) -> None:
+    rel = layout.shown(path, root)
+    if not lexists(path):
+        return
+    if tree is not None:
+        if kept_first:
+            extra = {STATE: TreeState.path(path).read_bytes()}
+            bundle = tree.remove_keeping(kept_root(root), extra)
+            result.kept.append(f"{rel} -> {layout.shown(bundle, root)}")
+        else:
+            tree.remove()
+            result.removed.append(rel)
+        progress.step(f"{rel}: {'kept, then removed' if kept_first else 'removed'}")
+        return
+    if path.is_symlink():
+        result.left.append(f"{rel}: a symlink (left as it is)")
+    elif output_kind(path) is not None:
+        if kept_first:
+            result.kept.append(f"{rel} -> {layout.shown(keep(root, [path], f'clean-{path.name}'), root)}")
+        shutil.rmtree(path)
+        result.removed.append(rel)
+    elif path.is_dir() and path.name in WORK_DIRS:
+        shutil.rmtree(path)
+        result.removed.append(rel)
+    else:
+        why = (
+            "a tree whose state this tkv-seam cannot read"
+            if (path / ".git" / STATE).exists()
+            else "not made by tkv-seam"
+        )
+        result.left.append(f"{rel}: {why} (left as it is)")
