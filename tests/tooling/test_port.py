@@ -195,7 +195,9 @@ def test_finish_refuses_before_every_patch_is_through(pproject):
 
 def test_refresh_refuses_a_tree_of_another_base(pproject):
     err = pproject.cli("refresh", "--base", NEXT, "--tree", str(pproject.tree), expect=5).stderr
-    assert f"is a tree of {NAME}, not {NEXT}" in err  # SeamTree.require's one message (it said "was applied on")
+    assert (
+        f"is a tree of {NAME}, not {NEXT}" in err
+    )  # SeamTree.require's one message (it said "was applied on")
 
 
 # --------------------------------------------------------------------------- nothing lost:

@@ -65,11 +65,26 @@ class SeamTree:
 
     @contextmanager
     def locked(self, progress: Progress = QUIET) -> Iterator[SeamTree]:
-        """Hold the tree's lock for the block; first undo what an interrupted run left beside it."""
+        """Hold the tree's lock for the block; first undo what an interrupted run left beside it.
+
+        A path outside the project's build/ holding something that is not a tree of the tool's
+        (``/etc``, ``$HOME``: no state) gets no lock file beside it: nothing is written there, and
+        every step refuses such a path before it writes (no run of the tool can make a tree over it).
+        """
         self.refuse_symlink()
+        if self._foreign():
+            yield self
+            return
         with locked(layout.lock_of(self.path), str(self.path), progress):
             self.recover(progress)
             yield self
+
+    def _foreign(self) -> bool:
+        return (
+            lexists(self.path)
+            and not layout.in_build(self.root, self.path)
+            and not TreeState.path(self.path).is_file()
+        )
 
     def refuse_symlink(self) -> None:
         """A tree is the directory at its path: a symlink there is refused (its lock would not be
