@@ -80,7 +80,8 @@ def clean(root: Path, force: bool = False, progress: Progress = QUIET) -> CleanR
         for lock in sorted((top / "locks").glob("*.lock")) if (top / "locks").is_dir() else []:
             held.enter_context(locked(lock, str(lock), progress))  # lock-cpu's: none runs meanwhile
         problems = _problems(root, top, trees, names)
-        if force:  # what no bundle can hold is refused before anything goes
+        if force and problems:  # what cannot be kept is refused before anything goes
+            kept_root(root)  # build/dropped/ a directory of the project, not a link elsewhere
             for name in problems:
                 if name in trees:
                     refuse_nested(uncommitted(top / name, ignored=True), hints.make("clean", FORCE="1"))

@@ -74,7 +74,15 @@ def keep_dropped(tree: Path, work: UserWork, reason: str) -> str:
 
 
 def dropped_dir(tree: Path) -> Path:
-    """A new directory of ``.git/tkv-seam-dropped/`` for files the tool sets aside or backs up."""
+    """A new directory of ``.git/tkv-seam-dropped/`` for files the tool sets aside or backs up
+    (refused, exit 5, when a symlink is on the way: what is kept stays in the tree)."""
+    link = symlink_on_the_way(tree, tree / ".git" / DROPPED_DIR)
+    if link is not None:
+        raise RefusedError(
+            f"{link} is a symlink (to {link.readlink()}): what tkv-seam keeps of {tree} goes into the tree's own "
+            f".git/{DROPPED_DIR}/, never through a link; nothing was dropped",
+            hint=f"make it a directory: `{hints.shell('mv', link, f'{link}.link')}`, then run the command again",
+        )
     keep = tree / ".git" / DROPPED_DIR / stamp()
     keep.mkdir(parents=True)
     return keep
@@ -179,15 +187,15 @@ def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
 
 
 def kept_root(root: Path) -> Path:
-    """The project's ``build/dropped/``, refused (exit 5) when a symlink is on the way to it: what
-    the tool keeps stays inside the project."""
+    """The project's ``build/dropped/``, refused (exit 5) when it is a symlink: what the tool keeps
+    stays where the project's trees are (``build/`` itself may be a link to another disk: the
+    trees and what is kept of them then live there, together)."""
     where = dropped(root)
-    link = symlink_on_the_way(Path(root), where)
-    if link is not None:
-        rel = link.relative_to(root)
+    if where.is_symlink():
+        rel = where.relative_to(root)
         raise RefusedError(
-            f"{rel} is a symlink (to {link.readlink()}): what tkv-seam keeps goes to {where.relative_to(root)}/, "
-            "inside the project, never through a link; nothing was dropped",
+            f"{rel} is a symlink (to {where.readlink()}): what tkv-seam keeps goes to {rel}/ beside the trees, "
+            "never through a link; nothing was dropped",
             hint=f"make it a directory of the project: `{hints.shell('mv', rel, f'{rel}.link')}`, then run the command "
             "again (the link's target stays as it is)",
         )
