@@ -8,8 +8,9 @@ Inside a tree the tool made:
 
 - the branch ``seam`` (the patched commits) and the tag ``tkv-seam-base`` (the pristine base);
 - ``refs/tkv-seam/dropped/<time>``: what a step dropped from the tree, kept (``SeamTree.keep_dropped``);
-- ``refs/tkv-seam/kept/{index,worktree,files}``: a removed tree's staged changes, work tree and
-  the tool's own files, in its bundle (``SeamTree.remove_keeping``);
+- ``refs/tkv-seam/kept/{index,worktree,files,stash/<n>}``: a removed tree's staged changes, work
+  tree, the tool's own files and stash entries, in its bundle (``SeamTree.remove_keeping``);
+- ``refs/tkv-seam/carry/``: what a rebuild carries over to the new tree, for the time it takes;
 - ``.git/tkv-seam-dropped/<time>/``: files the tool set aside or backed up.
 
 Under a project's ``build/`` (each entry ``E`` is guarded by the lock file ``.E.lock`` beside it):
@@ -38,7 +39,8 @@ from pathlib import Path
 BRANCH = "seam"
 BASE_TAG = "tkv-seam-base"
 DROPPED_REFS = "refs/tkv-seam/dropped"  # refs keeping what the tool dropped from a tree
-KEPT_REFS = "refs/tkv-seam/kept"  # in a removed tree's bundle: its index, work tree, files
+KEPT_REFS = "refs/tkv-seam/kept"  # in a removed tree's bundle: its index, work tree, files, stash
+CARRY_REFS = "refs/tkv-seam/carry"  # during a rebuild: the stash entries it carries over (then removed)
 DROPPED_DIR = "tkv-seam-dropped"  # in the tree's .git: files the tool set aside or backed up
 
 BUILD = "build"

@@ -251,8 +251,10 @@ def clean(ctx: Context, force, as_json):
     keeps it, and nothing is removed (exit 5); --force keeps each in build/dropped/ first.
     Anything the tool did not make is left as it is and named.
     """
+    from ..bases.pins import load_bases
     from ..edit.clean import clean as do_clean
 
+    load_bases(ctx.bases_file, ctx.root)  # a tkv-seam project: never the build/ of another one
     result = do_clean(ctx.root, force, ctx.progress)
     if as_json:
         emit_json(result.to_json())

@@ -138,6 +138,24 @@ def is_ancestor(repo: Path, rev: str, of: str) -> bool:
     return run(repo, "merge-base", "--is-ancestor", rev, of, check=False).returncode == 0
 
 
+def delete_ref(repo: Path, ref: str) -> None:
+    run(repo, "update-ref", "-d", ref)
+
+
+def stash_entries(repo: Path) -> list[tuple[str, str]]:
+    """(commit, message) of every stash entry, newest first (``stash@{0}``, ``stash@{1}``, …): the
+    ref ``refs/stash`` holds only the newest, its reflog the others."""
+    if resolve(repo, "refs/stash") is None:
+        return []
+    text = out(repo, "log", "-g", "--format=%H%x00%gs", "refs/stash", "--")  # -g: walk the reflog
+    return [tuple(line.split("\0", 1)) for line in text.splitlines() if "\0" in line]  # type: ignore[misc]
+
+
+def stash_store(repo: Path, commit: str, message: str) -> None:
+    """Add ``commit`` (a stash entry fetched in) as the newest stash entry, with ``message``."""
+    run(repo, "stash", "store", "-q", "-m", message, commit)
+
+
 def linked_worktrees(repo: Path) -> list[tuple[str, str | None]]:
     """(path, branch or None) of each worktree ``git worktree add`` linked to ``repo`` (not itself)."""
     found: list[tuple[str, str | None]] = []

@@ -148,7 +148,9 @@ def retire(
         )
     trees = [SeamTree(layout.build_tree(root, name), root), SeamTree(layout.port_tree(root, name), root)]
     with contextlib.ExitStack() as held:  # no apply or port runs on the trees meanwhile
-        for tree in trees:
+        for tree in sorted(
+            trees, key=lambda t: t.path.name
+        ):  # in name order, as clean takes them: no deadlock
             if not tree.path.is_symlink():
                 held.enter_context(tree.locked(progress))
         return _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress)

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from .. import git, hints
 from ..errors import RefusedError
-from ..fsutil import stamp
-from ..layout import BASE_TAG, BRANCH, DROPPED_DIR, DROPPED_REFS, KEPT_REFS, dropped
+from ..fsutil import lexists, stamp
+from ..layout import BASE_TAG, BRANCH, CARRY_REFS, DROPPED_DIR, DROPPED_REFS, KEPT_REFS, dropped
 from ..outputs import symlink_on_the_way
 from ..progress import QUIET, Progress
 from .work import UserWork, user_refs
@@ -126,15 +126,24 @@ def back_up(tree: Path, files: dict[str, bytes]) -> Path:
 
 def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
     """Copy into the replacement of a tree what the tree keeps: the refs and files keeping dropped
-    work, and the user's own refs under their names. A name the new tree holds at another commit
-    (the base clone's own branch after a new base) keeps the old one under ``DROPPED_REFS`` (said),
-    unless it is the old base's (nothing of the user's on it)."""
+    work, the user's own refs under their names, every stash entry (not only the newest, which is
+    all ``refs/stash`` holds), and the tree's own git settings (``.git/config``: remotes, identity;
+    ``.git/info/exclude``; hooks). A name the new tree holds at another commit (the base clone's
+    own branch after a new base) keeps the old one under ``DROPPED_REFS`` (said), unless it is the
+    old base's (nothing of the user's on it)."""
     if not (old / ".git").is_dir():
         return
     specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.refs(old, DROPPED_REFS) else []
     old_base = git.resolve(old, f"{BASE_TAG}^{{commit}}")
     renamed, prefix = [], f"{DROPPED_REFS}/{stamp()}"
+    stash = git.stash_entries(old)
+    carried = [f"{CARRY_REFS}/stash/{n}" for n in range(len(stash))]
+    for ref, (commit, _) in zip(carried, stash):  # a ref each, so that a fetch takes them over
+        git.update_ref(old, ref, commit)
+    specs += [f"+{ref}:{ref}" for ref in carried]
     for ref in user_refs(old) + git.refs(old, "refs/notes/"):
+        if ref == "refs/stash":
+            continue  # every entry goes over (above), then back into the new tree's stash, in order
         theirs = git.resolve(new, ref)
         if theirs is None:
             specs.append(f"{ref}:{ref}")
@@ -145,6 +154,12 @@ def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
             renamed.append(f"{ref} -> {prefix}/{ref.removeprefix('refs/')}")
     if specs:
         git.fetch(new, old, *specs)
+    for ref, (commit, message) in reversed(list(zip(carried, stash))):  # the oldest first: stash@{0} last
+        git.stash_store(new, commit, message)
+    for ref in carried:
+        git.delete_ref(new, ref)
+        git.delete_ref(old, ref)
+    _carry_settings(old / ".git", new / ".git")
     if renamed:
         progress.warn(
             "the new tree uses these names for other commits; the old ones are kept in:\n    "
@@ -155,10 +170,26 @@ def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
         shutil.copytree(kept, new / ".git" / DROPPED_DIR, dirs_exist_ok=True, symlinks=True)
 
 
+def _carry_settings(old: Path, new: Path) -> None:
+    """The user's own settings of a tree's git (files, never through a link): its config, ignore
+    patterns and hooks (git's samples aside)."""
+    names = ["config", "info/exclude"]
+    if (old / "hooks").is_dir() and not (old / "hooks").is_symlink():
+        names += [
+            f"hooks/{p.name}" for p in sorted((old / "hooks").iterdir()) if not p.name.endswith(".sample")
+        ]
+    for name in names:
+        src = old / name
+        if src.is_file() and not src.is_symlink():
+            (new / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, new / name)
+
+
 def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
     """Keep everything in ``tree`` in a new bundle in ``dest_dir``; return the bundle.
 
-    The bundle holds every branch, tag and kept ref, and under ``refs/tkv-seam/kept/``: the staged
+    The bundle holds every branch, tag and kept ref, and under ``refs/tkv-seam/kept/``: every stash
+    entry (``stash/<n>``, ``stash@{n}``), the staged
     changes (``index``, on HEAD), the work tree with untracked and ignored files (``worktree``, on
     ``index``; a conflicted file as it is, markers and all) and ``extra`` files that live outside
     any commit (``files``: the tool's state, the kept directories).
@@ -175,6 +206,8 @@ def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
                 files[f"{DROPPED_DIR}/{p.relative_to(kept)}"] = p.read_bytes()
     for name, commit in (("index", index), ("worktree", work)):
         git.update_ref(tree, f"{KEPT_REFS}/{name}", commit)
+    for n, (commit, _) in enumerate(git.stash_entries(tree)):  # refs/stash holds only stash@{0}
+        git.update_ref(tree, f"{KEPT_REFS}/stash/{n}", commit)
     git.update_ref(tree, f"{KEPT_REFS}/files", git.snapshot_files(tree, files, "tkv-seam: files kept\n"))
     dest_dir.mkdir(parents=True, exist_ok=True)
     out = dest_dir / f"{tree.name}-{stamp()}.bundle"
@@ -191,6 +224,12 @@ def kept_root(root: Path) -> Path:
     stays where the project's trees are (``build/`` itself may be a link to another disk: the
     trees and what is kept of them then live there, together)."""
     where = dropped(root)
+    if lexists(where) and not where.is_symlink() and not where.is_dir():
+        rel = where.relative_to(root)
+        raise RefusedError(
+            f"{rel} is not a directory: what tkv-seam keeps goes there; nothing was dropped",
+            hint=f"{hints.shell('ls', '-l', rel)}   (move that file away, then run the command again)",
+        )
     if where.is_symlink():
         rel = where.relative_to(root)
         raise RefusedError(

@@ -72,11 +72,31 @@ def finish_pending(
     return ref
 
 
+def _in_the_way(tree: Path, added: list[str]) -> list[str]:
+    """What stands where the switch writes ``added`` (paths HEAD lacks): something at the path
+    itself, or a file or symlink of the user's at one of its parent directories (git would
+    replace it, or write through the link)."""
+    out = []
+    for rel in added:
+        parts = Path(rel).parts
+        for i in range(1, len(parts)):
+            parent = tree.joinpath(*parts[:i])
+            if (parent.is_symlink() or (lexists(parent) and not parent.is_dir())) and not git.exists_at(
+                tree, "HEAD", "/".join(parts[:i])
+            ):
+                out.append("/".join(parts[:i]))
+                break
+        else:
+            if lexists(tree / rel):
+                out.append(rel)
+    return sorted(set(out))
+
+
 def switch_in_place(
     tree: Path, new: TreeState, force: bool, rerun: str, force_rerun: str, progress: Progress = QUIET
 ) -> None:
     """Move a clean tree from its HEAD to ``new.head``, touching only the files that differ."""
-    in_the_way = [p for p in git.changed_paths(tree, "HEAD", new.head, only="A") if lexists(tree / p)]
+    in_the_way = _in_the_way(tree, git.changed_paths(tree, "HEAD", new.head, only="A"))
     if in_the_way and not force:
         shown = "\n".join(f"    {p}" for p in in_the_way[:10])
         first = tree / in_the_way[0]
