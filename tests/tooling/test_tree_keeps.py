@@ -6,7 +6,11 @@
   (what the user ignores there), hooks: gone with a rebuilt tree;
 - an ignored file standing where a patch adds a directory (``notes`` a file, the patch adds
   ``notes/x.py``): the switch replaced it silently;
-- ``build/dropped`` a plain file: ``clean --force`` removed trees, then failed to keep the next.
+- a port tree with a worktree linked to it: ``port abort`` removed it, the worktree's index and
+  HEAD with it (they live in the port tree's ``.git``);
+- ``build/dropped`` a plain file: ``clean --force`` removed trees, then failed to keep the next;
+- a tree applied from a git source holds upstream's tags and branches (its clone's): clean and
+  retire took them for the user's and refused the tree (``TreeState.clone_refs`` records them).
 
 Each failed before its fix.
 """
@@ -18,7 +22,7 @@ import subprocess
 
 from tkvseam import git
 
-from .conftest import NAME, message
+from .conftest import NAME, NEXT_VERSION, message
 from .portcase import port, port_tree
 
 
@@ -105,3 +109,27 @@ def test_clean_force_refuses_a_build_dropped_that_is_a_file_before_removing_anyt
     err = pproject.cli("clean", "--force", expect=5).stderr
     assert "build/dropped is not a directory" in err
     assert (pproject.tree / "vllm/new.py").exists() and (pproject.root / "build" / f"overlay-{NAME}").is_dir()
+
+
+def test_the_refs_a_git_sources_clone_brings_are_not_taken_for_the_users(project, upstream):
+    project.apply("--git", str(upstream.root))
+    tags = git.refs(project.tree, "refs/tags/")
+    assert f"refs/tags/v{NEXT_VERSION}" in tags  # upstream's, from the clone
+    git.run(project.tree, "tag", "mine", f"v{NEXT_VERSION}")  # one of the user's, on upstream's history
+    err = project.cli("clean", expect=5).stderr
+    assert "refs/tags/mine" in err and f"refs/tags/v{NEXT_VERSION}" not in err
+    git.run(project.tree, "tag", "-d", "mine")
+    out = json.loads(project.cli("clean", "--json").output)
+    assert out["removed"] == [f"build/vllm-{NAME}"]
+
+
+def test_port_abort_refuses_a_port_tree_with_a_linked_worktree(pproject, tmp_path):
+    port(pproject, "start", expect=12)
+    tree = port_tree(pproject)
+    other = tmp_path / "other"
+    git.run(tree, "worktree", "add", "-q", "--detach", str(other), "HEAD")
+    (other / "wip.txt").write_text("mine\n")
+    git.run(other, "add", "wip.txt")
+    err = port(pproject, "abort", expect=5).stderr
+    assert str(other) in err and "worktree remove" in err
+    assert tree.is_dir() and git.staged_paths(other) == ["wip.txt"]

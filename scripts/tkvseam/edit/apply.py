@@ -50,10 +50,12 @@ class ApplyResult:
     patches: list[AppliedPatch] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # refs keeping what --force dropped
     inputs: dict[str, str] = field(default_factory=dict)
+    clone_refs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         data = asdict(self)
         data.pop("inputs")
+        data.pop("clone_refs")
         return data
 
     def state(self) -> TreeState:
@@ -67,6 +69,7 @@ class ApplyResult:
             digest=self.digest,
             patches=self.patches,
             inputs=self.inputs,
+            clone_refs=self.clone_refs,
         )
 
     @classmethod
@@ -81,6 +84,7 @@ class ApplyResult:
             state.digest,
             patches=state.patches,
             inputs=state.inputs,
+            clone_refs=state.clone_refs,
         )
 
 
@@ -93,16 +97,19 @@ def inputs_digest(base: Base, source: str, series: Series) -> str:
 
 def build_tree(
     scratch: Path, repo_path: Path, base_commit: str, patches: list[Patch], progress: Progress
-) -> tuple[Path, list[AppliedPatch]]:
-    """Clone the base into ``scratch/tree`` and commit every patch; return the tree."""
+) -> tuple[Path, list[AppliedPatch], dict[str, str]]:
+    """Clone the base into ``scratch/tree`` and commit every patch; return the tree, its commits
+    and the refs the clone brought (the cached repository's branch, a git source's tags and
+    branches: name -> commit, recorded so that they are never taken for the user's)."""
     progress.step(f"clone the pristine base {base_commit[:12]}")
     tree = scratch / "tree"
     git.clone_local(repo_path, tree)
+    cloned = {ref: git.rev_parse(tree, ref) for ref in git.refs(tree, "refs/")}
     git.tag(tree, BASE_TAG, base_commit)
     applied = commit_series(tree, base_commit, patches, progress, origin=f"the cached base {repo_path}")
     progress.step("check out the patched tree")
     git.checkout_branch(tree, BRANCH, applied[-1].commit if applied else base_commit)
-    return tree, applied
+    return tree, applied, cloned
 
 
 def apply_series(
@@ -143,7 +150,7 @@ def apply_series(
             return result
         repo, fetched = base_repo(base, cache, git_url, index_url, progress)
 
-        def result_for(applied: list[AppliedPatch]) -> ApplyResult:
+        def result_for(applied: list[AppliedPatch], cloned: dict[str, str]) -> ApplyResult:
             return ApplyResult(
                 tree=str(tree),
                 base=base.name,
@@ -156,12 +163,13 @@ def apply_series(
                 patches=applied,
                 dropped=dropped,
                 inputs=series.file_digests(),
+                clone_refs=cloned,
             )
 
         if state and state.base_commit == repo.commit and not git.status_paths(tree):
             # Same base, clean tree: build the commits in its object store, then move the
             # tree to them; a failing patch leaves it exactly as it was.
-            result = result_for(commit_series(tree, repo.commit, patches, progress))
+            result = result_for(commit_series(tree, repo.commit, patches, progress), state.clone_refs)
             progress.step(f"switch {tree} to {result.head[:12]}")
             seam.switch_in_place(result.state(), force, progress)
         else:
@@ -170,14 +178,14 @@ def apply_series(
 
             def build(scratch: Path) -> tuple[Path, TreeState]:
                 try:
-                    new, applied = build_tree(scratch, repo.path, repo.commit, patches, progress)
+                    new, applied, cloned = build_tree(scratch, repo.path, repo.commit, patches, progress)
                 except CorruptObject as e:
                     raise VerifyError(
                         f"the cached base {repo.path} is damaged: {e.message}",
                         hint=f"check and rebuild it: {hints.tool('fetch', '--base', base.name)}, then run the "
                         "command again",
                     ) from e
-                built.append(result_for(applied))
+                built.append(result_for(applied, cloned))
                 return new, built[0].state()
 
             _, ref = seam.rebuild(build, force, force_hint, rerun, progress)

@@ -1,7 +1,7 @@
 """``clean`` (``make clean``): remove what the tool made under ``build/``, never what is yours.
 
-Every entry of ``build/`` but ``build/dropped/`` is judged, under its lock (``.<name>.lock``),
-before anything is removed:
+Every entry of ``build/`` (a link to a directory is followed, as every command does) but
+``build/dropped/`` is judged, under its lock (``.<name>.lock``), before anything is removed:
 
 - a tree the tool made (a build or port tree) goes when it holds nothing but what the tool
   recorded (``SeamTree.removal_problem``: no changed, untracked or ignored files, no commits not
@@ -57,10 +57,9 @@ def clean(root: Path, force: bool = False, progress: Progress = QUIET) -> CleanR
     result = CleanResult()
     if not lexists(top):
         return result
-    if top.is_symlink() or not top.is_dir():
+    if not top.is_dir():  # a link to a directory is followed: build/ may live on another disk
         raise RefusedError(
-            f"{top} is {'a symlink' if top.is_symlink() else 'not a directory'}: clean removes nothing through it "
-            "(what it points at may not be the tool's)",
+            f"{top} is not a directory: clean removes nothing there",
             hint=f"{hints.shell('ls', '-ld', top)}   (remove what you do not need by hand)",
         )
     with contextlib.ExitStack() as held:

@@ -34,6 +34,7 @@ from ..fsutil import lexists, stamp
 from ..layout import BASE_TAG, BRANCH, CARRY_REFS, DROPPED_DIR, DROPPED_REFS, KEPT_REFS, dropped
 from ..outputs import symlink_on_the_way
 from ..progress import QUIET, Progress
+from .state import TreeState
 from .work import UserWork, user_refs
 
 _STAMP = re.compile(r"\d{8}T\d{6}Z-\d+-\d+")  # fsutil.stamp()
@@ -126,7 +127,8 @@ def back_up(tree: Path, files: dict[str, bytes]) -> Path:
 
 def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
     """Copy into the replacement of a tree what the tree keeps: the refs and files keeping dropped
-    work, the user's own refs under their names, every stash entry (not only the newest, which is
+    work, the user's own refs under their names (not those its clone brought, unmoved:
+    ``TreeState.clone_refs``), every stash entry (not only the newest, which is
     all ``refs/stash`` holds), and the tree's own git settings (``.git/config``: remotes, identity;
     ``.git/info/exclude``; hooks). A name the new tree holds at another commit (the base clone's
     own branch after a new base) keeps the old one under ``DROPPED_REFS`` (said), unless it is the
@@ -136,6 +138,8 @@ def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
     specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.refs(old, DROPPED_REFS) else []
     old_base = git.resolve(old, f"{BASE_TAG}^{{commit}}")
     renamed, prefix = [], f"{DROPPED_REFS}/{stamp()}"
+    state = TreeState.load(old)
+    cloned = state.clone_refs if state else {}
     stash = git.stash_entries(old)
     carried = [f"{CARRY_REFS}/stash/{n}" for n in range(len(stash))]
     for ref, (commit, _) in zip(carried, stash):  # a ref each, so that a fetch takes them over
@@ -144,6 +148,8 @@ def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
     for ref in user_refs(old) + git.refs(old, "refs/notes/"):
         if ref == "refs/stash":
             continue  # every entry goes over (above), then back into the new tree's stash, in order
+        if cloned.get(ref) is not None and git.resolve(old, ref) == cloned[ref]:
+            continue  # what the old tree's clone brought, unmoved: not the user's
         theirs = git.resolve(new, ref)
         if theirs is None:
             specs.append(f"{ref}:{ref}")

@@ -40,7 +40,7 @@ from ..lock import locked
 from ..progress import QUIET, Progress
 from . import kept, switch
 from .state import STATE, Kind, TreeState
-from .work import UserWork, refuse_checkouts, refuse_nested, uncommitted, user_work
+from .work import UserWork, refuse_checkouts, refuse_linked_worktrees, refuse_nested, uncommitted, user_work
 
 __all__ = ["SeamTree", "UserWork"]
 
@@ -456,8 +456,10 @@ class SeamTree:
 
     def remove_keeping(self, dest_dir: Path, extra: dict[str, bytes]) -> Path:
         """Remove the tree after keeping everything in it (ignored files too) in a bundle in
-        ``dest_dir`` (``kept.bundle``); return the bundle. A git repository inside the tree, which
-        a bundle cannot hold, is refused first (exit 5)."""
+        ``dest_dir`` (``kept.bundle``); return the bundle. What a bundle cannot hold is refused
+        first (exit 5): worktrees linked to the tree (their index and HEAD live in its .git), a git
+        repository inside it."""
+        refuse_linked_worktrees(self.path, "run the command again")  # a bundle holds none of their git data
         refuse_nested(uncommitted(self.path, ignored=True), "run the command again")
         out = kept.bundle(self.path, dest_dir, extra)
         self.remove()

@@ -104,7 +104,8 @@ class TreeState:
     ``head`` is the HEAD the tool last recorded (an apply's result; a port's tree at its last
     save). ``pending`` marks an in-place switch to ``head`` that started from ``switch_from``
     and has not finished. ``inputs`` maps each applied patch file to its sha256 (to name the
-    ones edited since).
+    ones edited since). ``clone_refs``: the refs the base's clone brought (the cached repository's
+    branch, a git source's tags and branches), which are not the user's while they point there.
     """
 
     kind: Kind
@@ -119,6 +120,7 @@ class TreeState:
     pending: bool = False
     switch_from: str | None = None
     port: PortProgress | None = None
+    clone_refs: dict[str, str] = field(default_factory=dict)  # what the clone brought: not the user's
 
     @property
     def port_in_progress(self) -> bool:

@@ -112,7 +112,8 @@ def user_work(
         work.moved_seam = seam
     if removing:
         old_base = state.port.old_commit if state.port else ""  # a port tree's tkv-seam-old-base
-        work.refs = holding_refs(tree, [*known, state.base_commit, old_base]) + git.refs(tree, DROPPED_REFS)
+        work.refs = holding_refs(tree, [*known, state.base_commit, old_base], state.clone_refs)
+        work.refs += git.refs(tree, DROPPED_REFS)
         kept = tree / ".git" / DROPPED_DIR
         work.kept_files = kept.is_dir() and any(kept.iterdir())
     return work
@@ -125,12 +126,14 @@ def user_refs(tree: Path) -> list[str]:
     return [r for r in found if r not in ours]
 
 
-def holding_refs(tree: Path, known: list[str]) -> list[str]:
+def holding_refs(tree: Path, known: list[str], cloned: dict[str, str] | None = None) -> list[str]:
     """The user's refs that a removed tree would lose something with: the stash, an annotated tag,
-    a branch or tag reaching a commit none of ``known`` reaches (the base clone's own branch, on
-    the base commit, holds nothing)."""
+    a branch or tag reaching a commit none of ``known`` reaches; a ref the base's clone brought
+    (``cloned``: name -> commit) holds nothing while it points where it did."""
     out = []
     for ref in user_refs(tree) + git.refs(tree, "refs/notes/"):
+        if (cloned or {}).get(ref) is not None and git.resolve(tree, ref) == cloned[ref]:
+            continue
         commit = git.resolve(tree, f"{ref}^{{commit}}")
         if (
             not ref.startswith("refs/heads/")
