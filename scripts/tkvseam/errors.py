@@ -9,9 +9,11 @@ Exit codes (also in README.md):
 3     a patch does not apply exactly (hunk needs fuzz or an offset, or fails)
 4     verification failed (sha256, size, commit id, pristine file, base image,
       an sdist member or an index entry refused)
-5     refused to overwrite work (uncommitted edits, unrefreshed commits,
-      edited patch files, an output directory tkv-seam did not make, a port in
-      progress, a queue changed since its port started, a tree given as a symlink)
+5     refused to overwrite work (uncommitted edits, unrefreshed commits, files
+      git ignores, edited patch files, an output directory tkv-seam did not make,
+      a port in progress, a queue changed since its port started, a tree given as
+      a symlink); also a tree the command cannot use (``SeamTree.require``: none,
+      another base's, a port in progress, half-switched)
 6     lint found problems
 7     Docker engine unreachable or image build failed
 8     network or download failure (also an index answer that is not PEP 691);

@@ -147,3 +147,13 @@ def test_make_clean_is_the_tools_and_takes_force(pproject):
     done = subprocess.run(["make", "clean", "FORCE=1"], cwd=root, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "kept     build/port-" in done.stdout and not port_dir.exists()
+
+
+def test_clean_killed_after_keeping_a_tree_keeps_it_and_the_next_run_goes_on(pproject, crash_at):
+    port_dir, build_tree = _stopped_port_and_unrefreshed_commit(pproject)
+    crash_at("tkvseam.tree.kept.bundle", *pproject.argv("clean", "--force"), after=True)
+    assert port_dir.is_dir() and build_tree.is_dir()  # kept in a bundle, not yet removed
+    (first,) = (pproject.root / "build" / "dropped").glob("*.bundle")
+    out = json.loads(pproject.cli("clean", "--force", "--json").output)
+    assert len(out["kept"]) == 2 and not port_dir.exists() and not build_tree.exists()
+    assert first.exists()

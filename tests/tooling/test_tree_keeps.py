@@ -133,3 +133,13 @@ def test_port_abort_refuses_a_port_tree_with_a_linked_worktree(pproject, tmp_pat
     err = port(pproject, "abort", expect=5).stderr
     assert str(other) in err and "worktree remove" in err
     assert tree.is_dir() and git.staged_paths(other) == ["wip.txt"]
+
+
+def test_a_rebuild_killed_while_carrying_the_stash_over_loses_no_entry(project, upstream, crash_at):
+    project.apply()
+    entries = _stash_two(project.tree)
+    argv = project.argv("apply", "--base", NAME, "--git", str(upstream.root))
+    crash_at("tkvseam.git.stash_store", *argv, nth=2)  # one entry stored in the new tree, one not
+    assert _stash(project.tree) == entries  # the old tree, as it was
+    project.apply("--git", str(upstream.root))
+    assert _stash(project.tree) == entries and not git.refs(project.tree, "refs/tkv-seam/carry")
