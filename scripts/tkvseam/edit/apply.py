@@ -188,7 +188,7 @@ def apply_series(
                 built.append(result_for(applied, cloned))
                 return new, built[0].state()
 
-            _, ref = seam.rebuild(build, force, force_hint, rerun, progress)
+            _, ref = seam.rebuild(state, build, force, force_hint, rerun, progress)
             result = built[0]
             result.dropped += [ref] if ref else []
     progress.step(f"{tree}: {len(patches)} patches applied on {base.name} ({repo.commit[:12]})")

@@ -32,10 +32,10 @@ from ..lock import locked
 from ..outputs import output_kind
 from ..outputs import removal_problem as output_problem
 from ..progress import QUIET, Progress
-from ..tree.kept import keep, kept_root
+from ..tree.kept import keep, kept_root, refuse_nested
 from ..tree.seamtree import SeamTree
 from ..tree.state import STATE, TreeState
-from ..tree.work import refuse_nested, uncommitted
+from ..tree.work import uncommitted
 
 WORK_DIRS = ("seamtest", "bench", "plugin", "locks")  # the tool's own work, no marker: removed
 _BESIDE = re.compile(r"\.(?P<name>.+?)\.(?:lock|old-\d+|tmp-[a-z0-9_]{8})")  # lock, swap, scratch

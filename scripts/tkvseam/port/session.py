@@ -111,7 +111,9 @@ class PortSession:
         """Port ``from_base``'s queue: build the port tree, apply until a patch needs you (PortStopped)."""
         refuse_direction(from_base, self.to_base)
         with self.seam.locked(self.progress):
-            self.seam.check_replaceable((Kind.PORT,), "tkv-seam port", rerun=self.command("start"))
+            old_state, _ = self.seam.check_replaceable(
+                (Kind.PORT,), "tkv-seam port", rerun=self.command("start")
+            )
             series = read_series(self.root, from_base.queue, from_base.name)
             series.load()  # every patch parses before anything is made
             old, _ = base_repo(from_base, self.cache, progress=self.progress)
@@ -140,7 +142,9 @@ class PortSession:
                     (built.path / ".git" / QUEUE_COPY / rel).write_bytes(series.path(name).read_bytes())
                 return built.path, state
 
-            state, _ = self.seam.rebuild(build, rerun=self.command("start"), progress=self.progress)
+            state, _ = self.seam.rebuild(
+                old_state, build, rerun=self.command("start"), progress=self.progress
+            )
             self._advance(state)
             return self._finish(state, force)
 

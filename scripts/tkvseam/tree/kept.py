@@ -34,13 +34,62 @@ from ..fsutil import lexists, stamp
 from ..layout import BASE_TAG, BRANCH, CARRY_REFS, DROPPED_DIR, DROPPED_REFS, KEPT_REFS, dropped
 from ..outputs import symlink_on_the_way
 from ..progress import QUIET, Progress
-from .state import TreeState
-from .work import UserWork, user_refs
+from .work import IGNORED, UserWork, user_refs
 
 _STAMP = re.compile(r"\d{8}T\d{6}Z-\d+-\d+")  # fsutil.stamp()
 
 
 # --------------------------------------------------------------------------- in a tree
+
+
+def keep_or_refuse(
+    work: UserWork,
+    why: str,
+    force: bool,
+    force_hint: str | None,
+    refresh: str,
+    aside: str | None,
+    rerun: str,
+    progress: Progress = QUIET,
+) -> str | None:
+    """The one answer to work a step would drop: nothing there, None; ``force`` (when the caller
+    allows it, ``force_hint``), keep it in a ref of the tree, say so, return the ref; else refuse
+    (exit 5), naming it and each way to keep it (``refresh`` the commits, move the files git
+    ignores out, ``force_hint``, ``aside``: move the tree aside)."""
+    if not work:
+        return None
+    if force and force_hint:
+        refuse_nested(work, rerun)
+        ref = keep_dropped(work.tree, work, why)
+        show = hints.shell("git", "-C", work.tree, "show", ref)
+        progress.warn(f"--force drops from {work.tree}:\n{work.describe()}\nkept in {ref} ({show})")
+        return ref
+    ways = []
+    if work.commits or work.moved_head or any(st != IGNORED for st, _ in work.dirty):
+        ways.append(f"keep it: commit it, then {refresh}")
+    if work.ignored:
+        ways.append("keep the files git ignores: move them out of the tree (a new tree does not hold them)")
+    if force_hint:
+        ways.append(f"drop it: {force_hint} (lists it and keeps it in a ref)")
+    if aside:
+        ways.append(f"or {aside}")
+    raise RefusedError(
+        f"{work.tree} holds work that tkv-seam did not record:\n{work.describe()}", hint="; ".join(ways)
+    )
+
+
+def refuse_nested(work: UserWork, rerun: str) -> None:
+    """A git repository inside the tree (untracked or ignored) cannot go into a ref or a bundle
+    (git keeps it as a bare link, without its files): refused (exit 5), nothing changed."""
+    if not work.nested:
+        return
+    first = work.tree / work.nested[0].rstrip("/")
+    shown = "\n".join(f"    {p}" for p in work.nested)
+    raise RefusedError(
+        f"{work.tree} holds git repositories of yours that tkv-seam cannot keep (a ref or a bundle "
+        f"would hold only a link to them); nothing was changed:\n{shown}",
+        hint=f"move each out of the tree (`{hints.shell('mv', first, f'{work.tree}-{first.name}')}`), then {rerun}",
+    )
 
 
 def keep_dropped(tree: Path, work: UserWork, reason: str) -> str:
@@ -50,12 +99,7 @@ def keep_dropped(tree: Path, work: UserWork, reason: str) -> str:
     (when ``work`` names any) ignored files too, so every dropped file and commit stays
     recoverable. A repository inside the tree (``work.nested``) cannot be kept so: refused.
     """
-    if work.nested:
-        raise RefusedError(
-            f"{tree} holds git repositories a ref cannot keep ({', '.join(work.nested)}); nothing was dropped",
-            hint=f"move them out of the tree (`{hints.shell('mv', tree / work.nested[0].rstrip('/'), '<elsewhere>')}`), "
-            "then run the command again",
-        )
+    refuse_nested(work, "run the command again")
     head = git.head(tree)
     commit = (
         git.snapshot_worktree(tree, f"tkv-seam: kept before {reason}\n", ignored=bool(work.ignored))
@@ -125,10 +169,12 @@ def back_up(tree: Path, files: dict[str, bytes]) -> Path:
     return keep
 
 
-def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
+def carry_kept(
+    old: Path, new: Path, progress: Progress = QUIET, cloned: dict[str, str] | None = None
+) -> None:
     """Copy into the replacement of a tree what the tree keeps: the refs and files keeping dropped
     work, the user's own refs under their names (not those its clone brought, unmoved:
-    ``TreeState.clone_refs``), every stash entry (not only the newest, which is
+    ``cloned``, the old state's ``clone_refs``), every stash entry (not only the newest, which is
     all ``refs/stash`` holds), and the tree's own git settings (``.git/config``: remotes, identity;
     ``.git/info/exclude``; hooks). A name the new tree holds at another commit (the base clone's
     own branch after a new base) keeps the old one under ``DROPPED_REFS`` (said), unless it is the
@@ -138,8 +184,7 @@ def carry_kept(old: Path, new: Path, progress: Progress = QUIET) -> None:
     specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.refs(old, DROPPED_REFS) else []
     old_base = git.resolve(old, f"{BASE_TAG}^{{commit}}")
     renamed, prefix = [], f"{DROPPED_REFS}/{stamp()}"
-    state = TreeState.load(old)
-    cloned = state.clone_refs if state else {}
+    cloned = cloned or {}
     stash = git.stash_entries(old)
     carried = [f"{CARRY_REFS}/stash/{n}" for n in range(len(stash))]
     for ref, (commit, _) in zip(carried, stash):  # a ref each, so that a fetch takes them over

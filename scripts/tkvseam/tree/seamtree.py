@@ -39,8 +39,8 @@ from ..fsutil import describe_dir, lexists
 from ..lock import locked
 from ..progress import QUIET, Progress
 from . import kept, switch
-from .state import STATE, Kind, TreeState
-from .work import UserWork, refuse_checkouts, refuse_linked_worktrees, refuse_nested, uncommitted, user_work
+from .state import STATE, Kind, TreeState, tree_above
+from .work import UserWork, in_the_way, refuse_linked_worktrees, uncommitted, user_work
 
 __all__ = ["SeamTree", "UserWork"]
 
@@ -83,7 +83,7 @@ class SeamTree:
         return (
             lexists(self.path)
             and not layout.in_build(self.root, self.path)
-            and not TreeState.path(self.path).is_file()
+            and not (self.git_dir / STATE).is_file()
         )
 
     def refuse_symlink(self) -> None:
@@ -142,16 +142,17 @@ class SeamTree:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def swap_in(self, new: Path, progress: Progress = QUIET) -> None:
+    def swap_in(self, new: Path, progress: Progress = QUIET, cloned: dict[str, str] | None = None) -> None:
         """Replace the tree by the complete tree ``new`` (same parent) with two renames.
 
         What the old tree kept (``keep_dropped``, ``set_aside``) and the user's own branches,
-        tags and stash go over first (``kept.carry_kept``); the old tree is removed last. A crash
-        between the renames leaves ``.<name>.old-<pid>``, which ``recover`` puts back.
+        tags and stash go over first (``kept.carry_kept``; ``cloned``: the old tree's clone refs,
+        not the user's); the old tree is removed last. A crash between the renames leaves
+        ``.<name>.old-<pid>``, which ``recover`` puts back.
         """
         old = None
         if lexists(self.path):
-            kept.carry_kept(self.path, new, progress)
+            kept.carry_kept(self.path, new, progress, cloned or {})
             old = self.path.parent / f".{self.path.name}.old-{os.getpid()}"
             os.replace(self.path, old)
         os.replace(new, self.path)
@@ -160,29 +161,31 @@ class SeamTree:
 
     def rebuild(
         self,
+        old: TreeState | None,
         build: Callable[[Path], tuple[Path, TreeState]],
         force: bool = False,
         force_hint: str | None = None,
         rerun: str = "run the command again",
         progress: Progress = QUIET,
     ) -> tuple[TreeState, str | None]:
-        """Replace the tree (or make it) by a new one: ``build(scratch)`` makes the new tree in a
-        scratch directory beside this one and returns it with its state; the state is written into
-        it (never a tree in place without its state), then it is swapped in (``swap_in``).
+        """Replace the tree (``old``: its state, as ``check_replaceable`` returned it; None: no tree
+        there) by a new one, or make it: ``build(scratch)`` makes the new tree in a scratch directory
+        beside this one and returns it with its state; the state is written into it (never a tree
+        in place without its state), then it is swapped in (``swap_in``).
 
         The files git ignores in the old tree are the user's and do not survive a rebuild: refused
         (exit 5, naming them) unless ``force`` (when the caller allows it, ``force_hint``), which
         keeps them in a ref first. Returns the new state and that ref (or None).
         """
         ref = None
-        if self.load() is not None:
+        if old is not None:
             work = uncommitted(self.path, ignored=True)
             work.dirty = [(st, p) for st, p in work.dirty if p in work.ignored]
-            ref = self._keep_or_refuse(work, force, force_hint, rerun, "replacing the tree", progress)
+            ref = self._keep_or_refuse(work, force, force_hint, rerun, "replacing the tree", progress, old)
         with self.scratch() as tmp:
             new, state = build(tmp)
             state.save(new)
-            self.swap_in(new, progress)
+            self.swap_in(new, progress, old.clone_refs if old else None)
         return state, ref
 
     # -- state --------------------------------------------------------------------
@@ -333,13 +336,13 @@ class SeamTree:
 
         Returns the tree's state (None when absent) and the refs keeping what ``force`` dropped.
         """
-        for parent in self.path.parents:  # a tree inside a tree: files the outer tree does not hold
-            if SeamTree(parent).load() is not None:
-                raise RefusedError(
-                    f"{self.path} is inside {parent}, a tree tkv-seam made: a tree there would be files "
-                    "that tree does not hold",
-                    hint=f"choose another --tree (beside {parent}, not in it)",
-                )
+        parent = tree_above(self.path)  # a tree inside a tree: files the outer tree does not hold
+        if parent is not None:
+            raise RefusedError(
+                f"{self.path} is inside {parent}, a tree tkv-seam made: a tree there would be files "
+                "that tree does not hold",
+                hint=f"choose another --tree (beside {parent}, not in it)",
+            )
         if not lexists(self.path):
             return None, []
         if self._holds_project():
@@ -377,8 +380,7 @@ class SeamTree:
                 f"{self.path}: an interrupted apply left it half-switched to {state.head[:12]}",
                 hint=f"finish it first: {self._rerun('apply', state.base)}",
             )
-        refuse_checkouts(self.path, state.head, rerun, force, force_hint)
-        work = self.user_work(state, ignored=ignored)
+        work = in_the_way(self.path, state, rerun, force, force_hint, ignored)
         ref = self._keep_or_refuse(
             work, force, force_hint, rerun, "replacing the tree (--force)", progress, state
         )
@@ -394,31 +396,16 @@ class SeamTree:
         progress: Progress,
         state: TreeState | None = None,
     ) -> str | None:
-        """Nothing to keep: None. ``force`` (with ``force_hint``): keep ``work`` in a ref, say so
-        and return the ref. Else refuse (exit 5), naming it and the ways to keep it."""
-        if not work:
-            return None
-        if force and force_hint:
-            refuse_nested(work, rerun)
-            ref = self.keep_dropped(work, why)
-            progress.warn(
-                f"--force drops from {self.path}:\n{work.describe()}\nkept in {ref} ({self._show(ref)})"
-            )
-            return ref
-        ways = []
-        if work.commits or work.moved_head or any(st != "!!" for st, _ in work.dirty):
-            base = state.base if state else self._guess_base() or "<base>"
-            ways.append(f"keep it: commit it, then `{self._rerun('refresh', base)}`")
-        if work.ignored:
-            ways.append(
-                "keep the files git ignores: move them out of the tree (a new tree does not hold them)"
-            )
-        if force_hint:
-            ways.append(f"drop it: {force_hint} (lists it and keeps it in a ref)")
-        if layout.in_build(self.root, self.path):
-            ways.append(f"or `{hints.shell('mv', self.path, f'{self.path}.mine')}`, then {rerun}")
-        raise RefusedError(
-            f"{self.path} holds work that tkv-seam did not record:\n{work.describe()}", hint="; ".join(ways)
+        """``kept.keep_or_refuse`` with this tree's ways out: refresh the commits (its own base),
+        move the tree aside (a tree of the project's build/ only)."""
+        base = state.base if state else self._guess_base() or "<base>"
+        aside = (
+            f"`{hints.shell('mv', self.path, f'{self.path}.mine')}`, then {rerun}"
+            if layout.in_build(self.root, self.path)
+            else None
+        )
+        return kept.keep_or_refuse(
+            work, why, force, force_hint, f"`{self._rerun('refresh', base)}`", aside, rerun, progress
         )
 
     def _aside(self, rerun: str) -> str:
@@ -460,7 +447,7 @@ class SeamTree:
         first (exit 5): worktrees linked to the tree (their index and HEAD live in its .git), a git
         repository inside it."""
         refuse_linked_worktrees(self.path, "run the command again")  # a bundle holds none of their git data
-        refuse_nested(uncommitted(self.path, ignored=True), "run the command again")
+        kept.refuse_nested(uncommitted(self.path, ignored=True), "run the command again")
         out = kept.bundle(self.path, dest_dir, extra)
         self.remove()
         return out

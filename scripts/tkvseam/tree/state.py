@@ -162,6 +162,15 @@ class TreeState:
             return None
 
 
+def tree_above(path: Path) -> Path | None:
+    """The nearest directory above ``path`` that is a tree tkv-seam made (it has a state), or None:
+    a tree there would be files that tree does not hold."""
+    for parent in Path(path).parents:
+        if parent.is_dir() and not parent.is_symlink() and TreeState.load(parent) is not None:
+            return parent
+    return None
+
+
 def _read_json(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text())

@@ -19,7 +19,7 @@ from ..layout import BRANCH, DROPPED_DIR
 from ..progress import QUIET, Progress
 from . import kept
 from .state import TreeState
-from .work import UserWork, refuse_checkouts, refuse_nested, user_work
+from .work import UserWork, refuse_checkouts, user_work
 
 
 def pending_work(tree: Path, state: TreeState) -> UserWork:
@@ -56,7 +56,7 @@ def finish_pending(
             "`git cherry-pick <ref>` brings it back)",
         )
     if work:
-        refuse_nested(work, f"`{rerun}`")
+        kept.refuse_nested(work, f"`{rerun}`")
         ref = kept.keep_dropped(tree, work, "finishing an interrupted switch")
         show = hints.shell("git", "-C", tree, "show", ref)
         progress.warn(f"--force drops from {tree}:\n{work.describe()}\nkept in {ref} ({show})")

@@ -146,21 +146,21 @@ def holding_refs(tree: Path, known: list[str], cloned: dict[str, str] | None = N
     return out
 
 
-def refuse_nested(work: UserWork, rerun: str) -> None:
-    """A git repository inside the tree (untracked or ignored) cannot go into a ref or a bundle
-    (git keeps it as a bare link, without its files): refused (exit 5), nothing changed."""
-    if not work.nested:
-        return
-    first = work.tree / work.nested[0].rstrip("/")
-    shown = "\n".join(f"    {p}" for p in work.nested)
-    raise RefusedError(
-        f"{work.tree} holds git repositories of yours that tkv-seam cannot keep (a ref or a bundle "
-        f"would hold only a link to them); nothing was changed:\n{shown}",
-        hint=f"move each out of the tree (`{hints.shell('mv', first, f'{work.tree}-{first.name}')}`), then {rerun}",
-    )
-
-
 # --------------------------------------------------------------------------- the user's checkouts
+
+
+def in_the_way(
+    tree: Path,
+    state: TreeState,
+    rerun: str,
+    force: bool = False,
+    force_hint: str | None = None,
+    ignored: bool = True,
+) -> UserWork:
+    """What stands in the way of replacing ``tree``: the checkouts a switch or a rebuild would break
+    are refused (``refuse_checkouts``); the work it holds is returned, to keep or refuse."""
+    refuse_checkouts(tree, state.head, rerun, force, force_hint)
+    return user_work(tree, state, ignored=ignored)
 
 
 def refuse_checkouts(
