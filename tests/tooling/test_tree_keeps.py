@@ -143,3 +143,16 @@ def test_a_rebuild_killed_while_carrying_the_stash_over_loses_no_entry(project, 
     assert _stash(project.tree) == entries  # the old tree, as it was
     project.apply("--git", str(upstream.root))
     assert _stash(project.tree) == entries and not git.refs(project.tree, "refs/tkv-seam/carry")
+
+
+def test_clean_force_refuses_what_no_bundle_holds_before_removing_anything(pproject, tmp_path):
+    """A build tree with a linked worktree (and a commit: work, so FORCE=1 would bundle it) beside
+    an output clean would remove: nothing goes, the worktree is named."""
+    pproject.commit_in_tree("vllm/new.py", "x = 1\n", message("new-file", "add new.py"))
+    other = tmp_path / "other"
+    git.run(pproject.tree, "worktree", "add", "-q", "--detach", str(other), "HEAD")
+    pproject.cli("overlay", "stage", "--base", NAME)
+    err = pproject.cli("clean", "--force", expect=5).stderr
+    assert str(other) in err and "worktree remove" in err
+    assert pproject.tree.is_dir() and (pproject.root / "build" / f"overlay-{NAME}").is_dir()
+    assert not (pproject.root / "build" / "dropped").exists()

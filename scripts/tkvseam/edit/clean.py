@@ -32,10 +32,9 @@ from ..lock import locked
 from ..outputs import output_kind
 from ..outputs import removal_problem as output_problem
 from ..progress import QUIET, Progress
-from ..tree.kept import keep, kept_root, refuse_nested
+from ..tree.kept import keep, kept_root
 from ..tree.seamtree import SeamTree
 from ..tree.state import STATE, TreeState
-from ..tree.work import uncommitted
 
 WORK_DIRS = ("seamtest", "bench", "plugin", "locks")  # the tool's own work, no marker: removed
 _BESIDE = re.compile(r"\.(?P<name>.+?)\.(?:lock|old-\d+|tmp-[a-z0-9_]{8})")  # lock, swap, scratch
@@ -83,7 +82,7 @@ def clean(root: Path, force: bool = False, progress: Progress = QUIET) -> CleanR
             kept_root(root)  # build/dropped/ a directory of the project, not a link elsewhere
             for name in problems:
                 if name in trees:
-                    refuse_nested(uncommitted(top / name, ignored=True), hints.make("clean", FORCE="1"))
+                    trees[name].refuse_unbundlable(f"`{hints.make('clean', FORCE='1')}`")
         if problems and not force:
             lines = "\n".join(f"  {layout.shown(top / n, root)}: {why}" for n, (why, _) in problems.items())
             keeps = sorted({k for _, k in problems.values() if k})

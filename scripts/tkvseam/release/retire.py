@@ -168,6 +168,9 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
             f"(each such tree is then kept in {layout.shown(layout.dropped(root), root)}/: a bundle of a git tree, "
             "else moved there)",
         )
+    for tree in trees:  # what cannot be kept is refused before anything goes
+        if tree.path in problems and tree.path.is_dir() and not tree.path.is_symlink():
+            tree.refuse_unbundlable(f"`make retire BASE={name} FORCE=1`")
     own, others = _queue_files(root, queue)
     backup = [p for p in (queue_dir, lock, bases_file) if p.exists()]
     kept = keep(root, backup, f"retire-{name}")

@@ -446,11 +446,17 @@ class SeamTree:
         ``dest_dir`` (``kept.bundle``); return the bundle. What a bundle cannot hold is refused
         first (exit 5): worktrees linked to the tree (their index and HEAD live in its .git), a git
         repository inside it."""
-        refuse_linked_worktrees(self.path, "run the command again")  # a bundle holds none of their git data
-        kept.refuse_nested(uncommitted(self.path, ignored=True), "run the command again")
+        self.refuse_unbundlable()
         out = kept.bundle(self.path, dest_dir, extra)
         self.remove()
         return out
+
+    def refuse_unbundlable(self, rerun: str = "run the command again") -> None:
+        """Refuse (exit 5) what no bundle of the tree can hold, before anything is removed: worktrees
+        linked to it (their index and HEAD live in its .git), a git repository inside it."""
+        if self.git_dir.is_dir():
+            refuse_linked_worktrees(self.path, rerun)
+            kept.refuse_nested(uncommitted(self.path, ignored=True), rerun)
 
     def remove(self) -> None:
         """Remove the tree: renamed to a scratch name first, so a kill midway leaves a scratch tree
