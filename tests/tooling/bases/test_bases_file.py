@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from .conftest import NAME, NEXT_VERSION, bases_toml
-from .test_apply import make_two_patches
+from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
+from ..fixtures.queue import make_two_patches
 
 NEXT = f"v{NEXT_VERSION}"
 
@@ -103,6 +103,6 @@ def test_the_project_bases_file_passes_the_checks():
 
     from tkvseam.bases.pins import load_bases
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     bases = load_bases(root / "bases.toml", root)
     assert {b.queue.patches for b in bases.values()} >= {"patches", "patches/v0.32.0", "patches/v0.33.0"}

@@ -11,8 +11,8 @@ from tkvseam.bases.pins import load_bases
 from tkvseam.bases.carried import carried_before, footprint, planner_module, skipped
 from tkvseam.errors import SeamError
 
-from .conftest import NAME, NEXT_VERSION, bases_toml, message
-from .test_apply import make_two_patches
+from ..fixtures.queue import message, make_two_patches
+from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
 
 NEXT = f"v{NEXT_VERSION}"
 

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from .conftest import NAME, NEXT_VERSION
+from ..fixtures.upstream import NAME, NEXT_VERSION
 
 NEXT = f"v{NEXT_VERSION}"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import tkvseam
 
-from .conftest import FILES, NAME, VERSION, Upstream, bases_toml
+from ..fixtures.upstream import FILES, NAME, VERSION, Upstream, bases_toml
 
 COMMIT = "abcdef0123456789abcdef0123456789abcdef01"
 SCRIPTS = Path(tkvseam.__file__).resolve().parents[1]  # the tkvseam under test

@@ -12,10 +12,10 @@ import pytest
 from tkvseam import git
 from tkvseam.bases.pins import default_cache_dir, load_bases
 
-from .conftest import NAME, bases_toml
-from .test_apply import make_two_patches
+from ..fixtures.upstream import NAME, bases_toml
+from ..fixtures.queue import make_two_patches
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_sdist_is_downloaded_once_and_verified(project, index, upstream):

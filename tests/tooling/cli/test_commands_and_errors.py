@@ -15,8 +15,8 @@ import tkvseam
 from tkvseam import git
 from tkvseam.cli.main import main
 
-from .conftest import NAME, NEXT_VERSION, bases_toml, message
-from .test_apply import make_two_patches
+from ..fixtures.queue import message, make_two_patches
+from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
 
 NEXT = f"v{NEXT_VERSION}"
 

@@ -27,10 +27,12 @@ import pytest
 
 from tkvseam import git
 
-from .carrying import OLD_FILES, PLUGIN_HASH, NEW_FILES, git_project, make_wheels, status
-from .conftest import Project, make_release, serve_index
-from .hintcheck import ROOT, TOOL, command_problems, make_help
-from .test_overlay_venv import make_venv
+from ..fixtures.carrying import OLD_FILES, PLUGIN_HASH, NEW_FILES, git_project, make_wheels, status
+from ..fixtures.index import serve_index
+from ..fixtures.project import Project
+from ..fixtures.upstream import make_release
+from ..fixtures.hintcheck import ROOT, TOOL, command_problems, make_help
+from ..fixtures.overlay import make_venv
 
 pytestmark = pytest.mark.skipif(not shutil.which("make"), reason="GNU make not installed")
 

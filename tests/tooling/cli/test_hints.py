@@ -17,9 +17,10 @@ import pytest
 
 from tkvseam import hints
 
-from .conftest import NAME, bases_toml, message
-from .hintcheck import ROOT, commands, make_help, problems
-from .portcase import NEXT, NEXT_VERSION
+from ..fixtures.queue import message
+from ..fixtures.upstream import NAME, bases_toml
+from ..fixtures.hintcheck import ROOT, commands, make_help, problems
+from ..fixtures.portcase import NEXT, NEXT_VERSION
 
 
 def test_the_checker_finds_the_commands_of_a_hint():

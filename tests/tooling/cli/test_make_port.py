@@ -6,43 +6,11 @@ the arguments it was given (``TOOL=``) and a venv stamp that is up to date (``VE
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not shutil.which("make"), reason="GNU make not installed")
-
-
-@pytest.fixture
-def make(tmp_path):
-    venv = tmp_path / "venv"
-    venv.mkdir()
-    (venv / ".done").touch()  # newer than pyproject.toml: make builds no venv
-    tool = tmp_path / "tool"
-    record = tmp_path / "argv.json"
-    tool.write_text(
-        f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
-    )
-    tool.chmod(0o755)
-
-    def run(*args: str) -> tuple[subprocess.CompletedProcess, list[str] | None]:
-        record.unlink(missing_ok=True)
-        proc = subprocess.run(
-            ["make", "--no-print-directory", "-C", str(ROOT), f"VENV={venv}", f"TOOL={tool}", *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "BASE")},
-        )
-        return proc, json.loads(record.read_text()) if record.exists() else None
-
-    return run
 
 
 def test_a_reason_reaches_the_tool_as_written_and_runs_nothing(make, tmp_path):

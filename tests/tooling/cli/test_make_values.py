@@ -4,7 +4,7 @@
 (VERSION), ``seam-table`` (PLUGIN), ``lock-cpu`` (EXCLUDE_NEWER), ``watch`` (SINCE) and
 ``bisect`` (PATCH) did not: the value was pasted into the recipe's shell line, so a requirement
 with a marker (``python_version >= '3.11'``) lost its quotes, a time with a space became two
-arguments, and backticks in it ran. Real make, the tool replaced by a recorder (test_makefile).
+arguments, and backticks in it ran. Real make, the tool replaced by a recorder (``fixtures/make.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from .test_makefile import make as make_fixture
+from ..fixtures.make import make as make_fixture
 
 make = make_fixture
 

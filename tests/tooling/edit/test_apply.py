@@ -9,7 +9,8 @@ import pytest
 
 from tkvseam import git
 
-from .conftest import NAME, message
+from ..fixtures.queue import message
+from ..fixtures.upstream import NAME
 
 
 def make_two_patches(project):

@@ -9,8 +9,8 @@ import subprocess
 
 from tkvseam import git
 
-from .conftest import message
-from .hintcheck import ROOT
+from ..fixtures.queue import message
+from ..fixtures.hintcheck import ROOT
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Seam Dev",

@@ -14,7 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from .conftest import NAME
+from ..fixtures.upstream import NAME
 
 FAKE_ENGINE = textwrap.dedent(
     """

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
-import json
-import threading
 
 import pytest
 
 from tkvseam.errors import NetworkError, VerifyError
 from tkvseam.image.wheel import PluginSpec, fetch_wheel
+
+from ..fixtures.index import index_of, serve
 
 WHEEL = "turbo_attn-0.70.1-py3-none-any.whl"
 DATA = b"a stand-in for the wheel's bytes\n"
@@ -20,38 +19,15 @@ SPEC = PluginSpec("turbo-attn", "0.70.1", (f"sha256:{SHA}",))
 
 @pytest.fixture
 def index(monkeypatch):
-    """A PEP 691 index on 127.0.0.1 for turbo-attn; ``state`` sets its listing and files, counts requests."""
-    state = {"files": {f"/f/{WHEEL}": DATA}, "listing": None, "requests": []}
-    state["listing"] = {
+    """A PEP 691 index on 127.0.0.1 for turbo-attn; the dict it yields: its listing and files (a test
+    changes them), the paths asked."""
+    listing = {
         "name": "turbo-attn",
         "files": [{"filename": WHEEL, "url": f"/f/{WHEEL}", "size": len(DATA), "hashes": {"sha256": SHA}}],
     }
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            state["requests"].append(self.path)
-            if self.path.rstrip("/") == "/simple/turbo-attn":
-                body, ctype = json.dumps(state["listing"]).encode(), "application/vnd.pypi.simple.v1+json"
-            elif self.path in state["files"]:
-                body, ctype = state["files"][self.path], "application/octet-stream"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("TKV_SEAM_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
-    yield state
-    server.shutdown()
-    server.server_close()
+    handler = index_of("turbo-attn", listing, {f"/f/{WHEEL}": DATA})
+    with serve(handler, monkeypatch):
+        yield {"files": handler.files, "listing": handler.listing, "requests": handler.requests}
 
 
 def test_the_pinned_wheel_is_fetched_once_and_checked_on_every_use(index, tmp_path):

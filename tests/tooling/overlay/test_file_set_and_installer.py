@@ -15,8 +15,7 @@ from tkvseam.overlay.stage import stage
 from tkvseam.overlay.install import STATE, OverlayError, install
 from tkvseam.queue.series import read_series
 
-from .conftest import message
-from .test_apply import make_two_patches
+from ..fixtures.queue import message, make_two_patches
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ killed with SIGKILL at the exact point (``sitecustomize`` in the venv).
 
 from __future__ import annotations
 
-from .test_overlay_venv import KILL_AFTER_FIRST_REPLACE, PATHS, base_commit, make_venv, overlay, two  # noqa: F401
+from ..fixtures.overlay import KILL_AFTER_FIRST_REPLACE, PATHS, make_venv, overlay
 
 KILL_BEFORE_FIRST_REPLACE = """
 import os, signal
@@ -23,7 +23,7 @@ os.replace = _replace
 """
 
 
-def test_an_install_then_a_restore_killed_still_restore_and_install(two, tmp_path, base_commit):  # noqa: F811
+def test_an_install_then_a_restore_killed_still_restore_and_install(two, tmp_path, base_commit):
     venv = make_venv(tmp_path / "venv", two.tree, base_commit)
     killer = venv.site / "sitecustomize.py"
     killer.write_text(KILL_AFTER_FIRST_REPLACE)
@@ -39,7 +39,7 @@ def test_an_install_then_a_restore_killed_still_restore_and_install(two, tmp_pat
     assert "def mul" in (venv.site / PATHS[1]).read_text()
 
 
-def test_two_installs_of_other_commits_killed_still_restore(two, tmp_path, base_commit):  # noqa: F811
+def test_two_installs_of_other_commits_killed_still_restore(two, tmp_path, base_commit):
     venv = make_venv(tmp_path / "venv", two.tree, base_commit)
     killer = venv.site / "sitecustomize.py"
     killer.write_text(KILL_AFTER_FIRST_REPLACE)

@@ -9,80 +9,16 @@ process without CAP_DAC_OVERRIDE (the tests run as root here).
 from __future__ import annotations
 
 import ctypes
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from tkvseam import git
 
-from .conftest import NAME
-from .test_apply import make_two_patches
-
-STATE = ".tkv-seam-overlay.json"  # overlay_install.STATE
-PATHS = ["vllm/config/cache.py", "vllm/engine/arg_utils.py"]
-
-# Installed by `sitecustomize` in the killed run: SIGKILL right after the first file replace.
-KILL_AFTER_FIRST_REPLACE = """
-import os, signal
-_real = os.replace
-def _replace(src, dst, *a, **kw):
-    _real(src, dst, *a, **kw)
-    if str(dst).endswith(".py"):
-        os.kill(os.getpid(), signal.SIGKILL)
-os.replace = _replace
-"""
-
-
-@dataclass
-class Venv:
-    python: Path
-    site: Path
-    pristine: dict[str, bytes]
-
-    def files(self) -> dict[str, bytes]:
-        return {p: (self.site / p).read_bytes() for p in PATHS}
-
-    def state(self) -> dict | None:
-        path = self.site / "vllm" / STATE
-        return json.loads(path.read_text()) if path.exists() else None
-
-
-def make_venv(where: Path, tree: Path, base_commit: str) -> Venv:
-    """A venv (no pip) whose site-packages hold the pristine base's vllm/."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    site = where / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    data = git.run(tree, "archive", "--format=tar", base_commit, "vllm").stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(site, filter="data")
-    return Venv(where / "bin" / "python", site, {p: (site / p).read_bytes() for p in PATHS})
-
-
-@pytest.fixture
-def two(project):
-    make_two_patches(project)
-    return project
-
-
-@pytest.fixture
-def base_commit(two) -> str:
-    return json.loads((two.tree / ".git" / "tkv-seam.json").read_text())["base_commit"]
-
-
-@pytest.fixture
-def venv(two, tmp_path, base_commit) -> Venv:
-    return make_venv(tmp_path / "myvenv", two.tree, base_commit)
-
-
-def overlay(project, verb: str, venv: Venv | None, *extra: str, expect: int | None = 0):
-    args = ["overlay", verb, "--base", NAME, *(["--python", str(venv.python)] if venv else []), *extra]
-    return project.cli(*args, expect=expect)
+from ..fixtures.upstream import NAME
+from ..fixtures.overlay import KILL_AFTER_FIRST_REPLACE, PATHS, STATE, make_venv, overlay
 
 
 def without_dac_override() -> None:

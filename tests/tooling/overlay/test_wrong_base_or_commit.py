@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from .conftest import NAME
-from .test_overlay_venv import base_commit, overlay, two, venv  # noqa: F401  (fixtures)
+from ..fixtures.upstream import NAME
 
 
-def test_an_unknown_base_is_a_usage_error_naming_the_known_ones(two, venv):  # noqa: F811
+def test_an_unknown_base_is_a_usage_error_naming_the_known_ones(two, venv):
     """It said 'build/vllm-v0.0.1 is not a tree made by tkv-seam apply' (exit 1), next:
     make apply BASE=v0.0.1, which fails the same way: there is no such base."""
     for verb in ("install", "restore"):
@@ -20,7 +19,7 @@ def test_an_unknown_base_is_a_usage_error_naming_the_known_ones(two, venv):  # n
     assert json.loads(res.stdout)["hint"] == f"make overlay-restore BASE={NAME}"
 
 
-def test_a_commit_the_tree_lacks_is_named_with_a_way_to_list_them(two, venv):  # noqa: F811
+def test_a_commit_the_tree_lacks_is_named_with_a_way_to_list_them(two, venv):
     """It was git's own 'ambiguous argument … Use '--' to separate paths from revisions' (exit 1);
     a revision that looks like an option is never handed to git as one."""
     for verb, extra in (("stage", []), ("install", ["--python", str(venv.python)])):

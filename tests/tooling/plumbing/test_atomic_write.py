@@ -9,8 +9,8 @@ import sys
 
 from tkvseam.fsutil import atomic_write
 
-from .conftest import NEXT_VERSION
-from .test_apply import make_two_patches
+from ..fixtures.upstream import NEXT_VERSION
+from ..fixtures.queue import make_two_patches
 
 
 def _mode(path) -> int:

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 
-from .conftest import NAME
+from ..fixtures.upstream import NAME
 
 
 def test_git_killed_by_the_file_size_limit_is_named_with_a_step(project, index):

@@ -18,8 +18,8 @@ from tkvseam import git
 from tkvseam.progress import QUIET
 from tkvseam.queue.series import read_series
 
-from .conftest import NAME
-from .test_apply import make_two_patches
+from ..fixtures.upstream import NAME
+from ..fixtures.queue import make_two_patches
 
 
 def start(project, *args: str, timeout: str = "120") -> subprocess.Popen:

@@ -14,8 +14,8 @@ from tkvseam.image import build as image
 from tkvseam.errors import RefusedError
 from tkvseam.overlay.stage import stage
 
-from .conftest import NAME
-from .test_apply import make_two_patches
+from ..fixtures.upstream import NAME
+from ..fixtures.queue import make_two_patches
 
 MARKER = ".tkv-seam-made.json"  # outputs.MARKER
 

@@ -9,8 +9,8 @@ again changes nothing and says so; an edit made to it since is still refused.
 
 from __future__ import annotations
 
-from .carrying import NEW_NAME, status
-from .test_carry import carry, cproject, releases, resolve_sub, wheels  # noqa: F401
+from ..fixtures.carrying import NEW_NAME, status
+from ..fixtures.carry import carry, cproject, releases, resolve_sub, wheels  # noqa: F401
 
 
 def test_finish_again_on_the_queue_the_port_wrote_changes_nothing(cproject, wheels):  # noqa: F811

@@ -11,7 +11,7 @@ import pytest
 
 from tkvseam import git
 
-from .portcase import NEXT, port, port_tree, resolve_0001
+from ..fixtures.portcase import NEXT, port, port_tree, resolve_0001
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Seam Dev",

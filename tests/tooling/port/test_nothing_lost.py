@@ -21,8 +21,10 @@ from tkvseam.tree.commits import symlinked_path
 from tkvseam.queue.patch import parse_text
 from tkvseam.port.tree import PortTree
 
-from .conftest import NAME, Project, message
-from .portcase import NEXT, port, port_tree, resolve_0001
+from ..fixtures.project import Project
+from ..fixtures.queue import message
+from ..fixtures.upstream import NAME
+from ..fixtures.portcase import NEXT, port, port_tree, resolve_0001
 
 
 def _stopped_at_0006(pproject) -> None:

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from .conftest import NAME
-from .portcase import NEXT, NEXT_FILES, hunks, report_json
+from ..fixtures.upstream import NAME
+from ..fixtures.portcase import NEXT, NEXT_FILES, hunks, report_json
 
 
 @pytest.fixture(scope="module")

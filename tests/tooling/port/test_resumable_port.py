@@ -13,8 +13,9 @@ import subprocess
 
 from tkvseam import git
 
-from .conftest import NAME, bases_toml, message
-from .portcase import AUTHOR, NEXT, port, port_tree, resolve_0001
+from ..fixtures.queue import message
+from ..fixtures.upstream import NAME, bases_toml
+from ..fixtures.portcase import AUTHOR, NEXT, port, port_tree, resolve_0001
 
 
 def test_start_stops_at_the_conflict_and_a_second_start_is_refused(pproject):
@@ -203,7 +204,7 @@ def test_refresh_refuses_a_tree_of_another_base(pproject):
 
 
 def _two_bases(project, releases):
-    from .conftest import NEXT_VERSION as NV
+    from ..fixtures.upstream import NEXT_VERSION as NV
 
     (project.root / "bases.toml").write_text(
         bases_toml(releases[NAME]) + bases_toml(releases[f"v{NV}"], name=f"v{NV}", version=NV)
@@ -235,7 +236,7 @@ def test_port_refuses_a_build_tree_holding_an_unrefreshed_commit(project, releas
 
 
 def test_port_refuses_to_restart_over_a_committed_resolution(project, releases):
-    from .test_apply import make_two_patches
+    from ..fixtures.queue import make_two_patches
 
     nxt = _two_bases(project, releases)
     make_two_patches(project)

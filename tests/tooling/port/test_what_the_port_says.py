@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from .conftest import NAME
-from .portcase import NEXT, port, port_tree, resolve_0001
+from ..fixtures.upstream import NAME
+from ..fixtures.portcase import NEXT, port, port_tree, resolve_0001
 
 
 def test_report_keeps_its_report_beside_the_port_tree_and_says_where(pproject):

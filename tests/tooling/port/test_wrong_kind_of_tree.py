@@ -7,8 +7,8 @@ the user's tree of that kind: the hint names the port's own tree, and moves noth
 
 from __future__ import annotations
 
-from .carrying import NEW_NAME
-from .test_carry import cproject, releases, wheels  # noqa: F401
+from ..fixtures.carrying import NEW_NAME
+from ..fixtures.carry import cproject, releases, wheels  # noqa: F401
 
 
 def test_a_build_tree_given_as_the_port_tree_is_not_to_be_moved_aside(cproject):  # noqa: F811

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .test_apply import make_two_patches
+from ..fixtures.queue import make_two_patches
 
 
 def lint_json(project, expect):

@@ -10,7 +10,7 @@ from tkvseam.errors import ApplyError
 from tkvseam.queue.patch import PatchFormatError, parse_text, path_problem
 from tkvseam.progress import QUIET
 
-from .conftest import message
+from ..fixtures.queue import message
 
 DIFF = """diff --git a/{p} b/{p}
 index 1111111111111111111111111111111111111111..2222222222222222222222222222222222222222 100644

@@ -11,68 +11,20 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from tkvseam import git
 from tkvseam.bases.pins import load_bases
 from tkvseam.bases.carried import carried_bases, footprint
 
-from .carrying import (
-    NEW,
-    NEW_NAME,
-    OLD_FILES,
-    OLD_NAME,
-    carrying_project,
-    git_project,
-    make_releases,
-    make_wheels,
-    status,
-)
-from .conftest import make_release
-from .test_apply import make_two_patches
-from .test_makefile import make as make_fixture
+from ..fixtures.carrying import NEW, NEW_NAME, OLD_FILES, OLD_NAME, carrying_project, status
+from ..fixtures.carry import carry, cproject, releases, resolve_sub, wheels  # noqa: F401  (fixtures)
+from ..fixtures.upstream import make_release
+from ..fixtures.make import make as make_fixture
 
-make = make_fixture  # the fixture of test_makefile.py: real make, the tool replaced by a recorder
+make = make_fixture  # fixtures/make.py: real make, the tool replaced by a recorder
 
 
-@pytest.fixture(scope="module")
-def releases(tmp_path_factory):
-    return make_releases(tmp_path_factory.mktemp("upstream"))
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory):
-    return make_wheels(tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu-torch"))
-
-
-@pytest.fixture
-def cproject(tmp_path, releases, monkeypatch):
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
-        make_two_patches(project)
-        git_project(project.root)
-        yield project
-
-
-def carry(project, wheels, *extra: str, expect: int = 0):
-    index, cpu = wheels
-    args = ["carry", NEW, "--no-index", "--find-links", str(index), "--find-links", str(cpu), *extra]
-    return project.cli(*args, expect=expect)
-
-
-def resolve_sub(tree) -> None:
-    """The planted stop: upstream's sub() and the patch's mul() both kept."""
-    path = tree / "vllm/engine/arg_utils.py"
-    text = path.read_text()
-    assert "<<<<<<<" in text or "def mul" not in text
-    resolved = (
-        "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return -(b - a)\n\n\n"
-        "def mul(a, b):\n    return a * b\n"
-    )
-    path.write_text(resolved)
-    git.run(tree, "add", "vllm/engine/arg_utils.py")
-
-
-def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queue(cproject, wheels):
+def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queue(cproject, wheels):  # noqa: F811
     root = cproject.root
     first = carry(cproject, wheels, expect=12)
     print("FIRST", first.output, first.stderr)
@@ -125,10 +77,10 @@ def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queu
     assert status(root) == before
 
 
-def test_carry_refuses_a_release_no_carried_queue_is_older_than(tmp_path, releases, monkeypatch):
+def test_carry_refuses_a_release_no_carried_queue_is_older_than(tmp_path, releases, monkeypatch):  # noqa: F811
     """9.9.8 is on the index but older than every carried base: refused before it is pinned."""
     older = make_release(tmp_path / "older", "9.9.8", OLD_FILES)
-    with carrying_project(tmp_path, {**releases, "v9.9.8": older}, monkeypatch) as (cproject, _):
+    with carrying_project(tmp_path, {**releases, "v9.9.8": older}, monkeypatch) as (cproject, _):  # noqa: F811
         before = (cproject.root / "bases.toml").read_bytes()
         err = cproject.cli("carry", "9.9.8", expect=1).stderr
         assert "no carried base is older than 9.9.8: nothing to carry it from" in err
@@ -140,7 +92,7 @@ def test_carry_refuses_a_release_no_carried_queue_is_older_than(tmp_path, releas
     assert "'latest' is not a PEP 440 version" in err
 
 
-def test_a_verdict_for_a_port_not_yet_stopped_is_a_usage_error(cproject, wheels):
+def test_a_verdict_for_a_port_not_yet_stopped_is_a_usage_error(cproject, wheels):  # noqa: F811
     err = carry(cproject, wheels, "--reason", "why", expect=2).stderr
     assert "--verdict/--reason are for a port stopped at a patch" in err
     assert not (cproject.root / "build" / f"port-{NEW_NAME}").exists()
@@ -161,7 +113,7 @@ def test_make_carry_passes_what_you_give_as_written_and_runs_nothing(make, tmp_p
     assert proc.returncode == 2 and "usage: make carry VERSION=0.34.0" in proc.stderr and argv is None
 
 
-def test_a_carry_killed_before_its_lock_goes_on_from_there(cproject, wheels, crash_at):
+def test_a_carry_killed_before_its_lock_goes_on_from_there(cproject, wheels, crash_at):  # noqa: F811
     """A real process, SIGKILLed when it is about to resolve the lock (pin and .seam table done)."""
     index, cpu = wheels
     argv = ["--root", str(cproject.root), "--cache", str(cproject.cache), "-q", "carry", NEW]
@@ -182,7 +134,7 @@ def test_a_carry_killed_before_its_lock_goes_on_from_there(cproject, wheels, cra
     assert (cproject.root / base.cpu_lock).is_file()
 
 
-def test_two_carries_at_once_make_one_port_and_a_valid_bases_file(cproject, wheels):
+def test_two_carries_at_once_make_one_port_and_a_valid_bases_file(cproject, wheels):  # noqa: F811
     import os
     import subprocess
     import sys

@@ -16,7 +16,7 @@ import pytest
 
 from tkvseam.release.cpulock import uv_executable
 
-from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, make_releases, make_wheels, wheel
+from ..fixtures.carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, make_releases, make_wheels, wheel
 
 
 @pytest.fixture(scope="module")

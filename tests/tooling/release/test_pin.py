@@ -8,7 +8,7 @@ import tomllib
 
 from tkvseam.bases.pins import load_bases
 
-from .conftest import NAME, NEXT_VERSION, bases_toml
+from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
 
 NEXT = f"v{NEXT_VERSION}"
 

@@ -5,40 +5,16 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 
 from tkvseam import git
 from tkvseam.bases.pins import load_bases
 from tkvseam.tree.state import Kind, PortProgress, TreeState
 
-from .carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, git_project, make_releases, status
+from ..fixtures.carrying import NEW, NEW_NAME, OLD_NAME, status
+from ..fixtures.retire import cproject, releases  # noqa: F401  (fixtures)
 
 
-@pytest.fixture(scope="module")
-def releases(tmp_path_factory):
-    return make_releases(tmp_path_factory.mktemp("upstream"))
-
-
-def carry_new(project) -> None:
-    """v9.10.0 carried: pinned, its queue (one patch), its lock; then applied and committed."""
-    project.cli("pin", NEW)
-    queue = project.root / "patches" / NEW_NAME
-    queue.mkdir(parents=True)
-    (queue / "series").write_text("# the v9.10.0 queue\n")
-    (queue / "PORT.md").write_text("# Port v9.9.9 -> v9.10.0\n")
-    (project.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").write_text("# header\nvllm==9.10.0\n")
-    project.cli("apply", "--base", NEW_NAME)
-
-
-@pytest.fixture
-def cproject(tmp_path, releases, monkeypatch):
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
-        carry_new(project)
-        git_project(project.root)
-        yield project
-
-
-def test_retire_removes_queue_pin_lock_and_trees_keeping_a_copy(cproject):
+def test_retire_removes_queue_pin_lock_and_trees_keeping_a_copy(cproject):  # noqa: F811
     root, cache = cproject.root, cproject.cache
     bases_before = (root / "bases.toml").read_text()
     (root / "patches" / NEW_NAME / "NOTES.md").write_text("my notes\n")  # not part of the queue
@@ -83,7 +59,7 @@ def test_retire_removes_queue_pin_lock_and_trees_keeping_a_copy(cproject):
     assert text == [OLD_NAME]
 
 
-def test_retire_refuses_the_top_level_queue_saying_why(cproject):
+def test_retire_refuses_the_top_level_queue_saying_why(cproject):  # noqa: F811
     before = (cproject.root / "bases.toml").read_bytes()
     err = cproject.cli("retire", OLD_NAME, expect=5).stderr
     assert f"{OLD_NAME}'s queue is the top-level one (`series` + `patches/`)" in err
@@ -96,7 +72,7 @@ def test_retire_refuses_the_top_level_queue_saying_why(cproject):
     assert not (cproject.root / "build" / "kept").exists()
 
 
-def test_retire_of_an_unknown_base_or_through_a_symlink_is_refused(cproject, tmp_path):
+def test_retire_of_an_unknown_base_or_through_a_symlink_is_refused(cproject, tmp_path):  # noqa: F811
     err = cproject.cli("retire", "v1.2.3", expect=2).stderr
     assert "unknown base 'v1.2.3'" in err and f"known bases: {OLD_NAME}, {NEW_NAME}" in err
     queue = cproject.root / "patches" / NEW_NAME
@@ -108,7 +84,7 @@ def test_retire_of_an_unknown_base_or_through_a_symlink_is_refused(cproject, tmp
     assert (elsewhere / "series").exists() and (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
 
 
-def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(cproject, tmp_path):
+def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(cproject, tmp_path):  # noqa: F811
     tree = cproject.root / "build" / f"vllm-{NEW_NAME}"
     (tree / "mine.txt").write_text("work in progress\n")
     err = cproject.cli("retire", NEW_NAME, expect=5).stderr
@@ -125,7 +101,7 @@ def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(
     assert git.run(back, "show", "kept:mine.txt").stdout == b"work in progress\n"
 
 
-def test_retire_refuses_a_base_a_port_is_carried_from(cproject):
+def test_retire_refuses_a_base_a_port_is_carried_from(cproject):  # noqa: F811
     port = cproject.root / "build" / "port-v9.11.0"
     (port / ".git").mkdir(parents=True)
     progress = PortProgress(NEW_NAME, "0" * 40, [f"patches/{NEW_NAME}/0001-x.patch"], current="0001-x.patch")
@@ -136,7 +112,7 @@ def test_retire_refuses_a_base_a_port_is_carried_from(cproject):
     assert status(cproject.root) == []
 
 
-def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject, crash_at):
+def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject, crash_at):  # noqa: F811
     """A real process, killed (SIGKILL) after the queue and the lock went, before the pin did."""
     crash_at(
         "tkvseam.bases.file.remove_base",
@@ -162,7 +138,7 @@ def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject, cras
     assert git.out(cproject.root, "ls-files", "--others", "--exclude-standard") == ""
 
 
-def test_retire_takes_no_path_for_a_name(cproject, tmp_path):
+def test_retire_takes_no_path_for_a_name(cproject, tmp_path):  # noqa: F811
     victim = tmp_path / "victim"
     (victim / "series").parent.mkdir(parents=True)
     (victim / "series").write_text("x.patch\n")

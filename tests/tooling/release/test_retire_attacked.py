@@ -14,8 +14,8 @@ import json
 
 from tkvseam.bases.pins import load_bases
 
-from .carrying import NEW_NAME, status
-from .test_retire import carry_new, cproject, releases  # noqa: F401
+from ..fixtures.carrying import NEW_NAME, status
+from ..fixtures.retire import carry_new, cproject, releases  # noqa: F401
 
 PATCHES = ("0001-cache-tweak.patch", "0002-add-mul.patch")
 

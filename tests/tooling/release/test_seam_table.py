@@ -11,16 +11,16 @@ from tkvseam.bases.pins import load_bases
 from tkvseam.errors import SeamError
 from tkvseam.release.seamtable import plugin_pin, ruff_from_pre_commit
 
-from .carrying import (
+from ..fixtures.carrying import (
     NEW,
     NEW_NAME,
     OLD_NAME,
     PLUGIN_HASH,
     PRE_COMMIT,
     carrying_project,
-    listing_index,
     make_releases,
 )
+from ..fixtures.index import listing_index
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_a_given_plugin_is_hash_pinned_from_the_index(cproject, monkeypatch):
         {"filename": "turbo_attn-2.0.0.tar.gz", "hashes": {"sha256": "22" * 32}},
         {"filename": "turbo_attn-1.9.0-py3-none-any.whl", "hashes": {"sha256": "33" * 32}},
     ]
-    with listing_index({"turbo-attn": {"files": files}}) as url:
+    with listing_index("turbo-attn", {"files": files}) as url:
         assert plugin_pin("turbo-attn==2.0.0", url).hashes == ("sha256:" + "11" * 32,)
         monkeypatch.setenv("TKV_SEAM_INDEX_URL", url)
         with pytest.raises(SeamError, match="lists no file of turbo-attn 3.0.0"):
@@ -132,7 +132,7 @@ def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
     without FORCE=1 and kept nothing. Real processes, held at the bases file's lock."""
     from tkvseam.lock import locked, tree_lock_path
 
-    from .test_pin_races import said, start
+    from ..fixtures.processes import said, start
 
     bases = cproject.root / "bases.toml"
     with locked(tree_lock_path(bases), "test"):

@@ -1,6 +1,6 @@
 """Two pins at once (issue 20, item 5): real processes, serialised by the tool's locks.
 
-A lock held by the test stands for the other run, as in test_lock: both pins are started,
+A lock held by the test stands for the other run, as in plumbing/test_one_run_at_a_time: both pins are started,
 both must say they wait (on today's code neither waits), then the lock is released.
 Nothing depends on timing.
 """
@@ -8,35 +8,15 @@ Nothing depends on timing.
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
-import sys
 import tomllib
 
 from tkvseam.bases.pins import lock_file
 from tkvseam.lock import locked, tree_lock_path
 
-from .conftest import NAME, NEXT_VERSION
+from ..fixtures.upstream import NAME, NEXT_VERSION
+from ..fixtures.processes import said, start
 
 NEXT = f"v{NEXT_VERSION}"
-
-
-def start(project, *args: str) -> subprocess.Popen:
-    env = dict(os.environ, TKV_SEAM_LOCK_TIMEOUT="120")
-    cmd = [sys.executable, "-m", "tkvseam", "--root", str(project.root), "--cache", str(project.cache), "-q"]
-    return subprocess.Popen([*cmd, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def said(run: subprocess.Popen, text: str, timeout: float = 60) -> str:
-    """The first stderr line of ``run`` holding ``text`` ('' if the run ends or goes quiet first)."""
-    while True:
-        ready, _, _ = select.select([run.stderr], [], [], timeout)
-        if not ready:
-            return ""
-        line = run.stderr.readline()
-        if not line or text in line:
-            return line
 
 
 def test_two_pins_of_different_releases_at_once_both_land(project, releases):

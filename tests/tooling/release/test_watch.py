@@ -8,8 +8,8 @@ import tomllib
 
 from tkvseam.release.watch import CATEGORIES, summarize, summary_line
 
-from .conftest import NAME, NEXT_VERSION, bases_toml
-from .test_apply import make_two_patches
+from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
+from ..fixtures.queue import make_two_patches
 
 NEXT = f"v{NEXT_VERSION}"
 
@@ -198,7 +198,7 @@ def test_summary_columns_come_from_the_report_objects():
 def test_watch_write_pins_no_release_it_cannot_port_to(project, index, tmp_path):
     """--since 0: 9.9.8 is older than every carried queue; it got pinned into bases.toml (and its
     sdist downloaded) before the report said "no carried base is older"."""
-    from .conftest import FILES, make_release
+    from ..fixtures.upstream import FILES, make_release
 
     older = make_release(tmp_path / "older", "9.9.8", FILES)
     data = older.tarball.read_bytes()

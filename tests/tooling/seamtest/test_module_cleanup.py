@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 PLUGIN = "tkvseam.seamtest.module_cleanup"
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
 CONFTEST = """\
 import os

@@ -144,7 +144,7 @@ def test_bases_carry_their_own_seam_pins():
 
     from tkvseam.bases.pins import load_bases
 
-    b = load_bases(Path(__file__).resolve().parents[2] / "bases.toml")["v0.31.0"]
+    b = load_bases(Path(__file__).resolve().parents[3] / "bases.toml")["v0.31.0"]
     assert b.seam.ruff and b.seam.upstream_tests
     req = b.seam.plugin.requirements_txt()
     assert req.startswith(b.seam.plugin.requirement + " --hash=sha256:")
@@ -156,7 +156,7 @@ def test_every_job_is_told_its_base_whatever_the_callers_environment(tmp_path, m
     from tkvseam.bases.pins import load_bases
     from tkvseam.seamtest.runner import Runner
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     monkeypatch.setenv("BASE", "v0.31.0")
     r = Runner.__new__(Runner)  # no build tree: only the environment is made
     r.work, r.hf_home, r.bytecode = tmp_path, tmp_path / "hf", True
@@ -233,7 +233,7 @@ def test_a_job_may_unset_what_the_runner_sets(tmp_path):
 
     r = Runner.__new__(Runner)  # no build tree: only the environment is made
     r.work, r.hf_home, r.bytecode = tmp_path, tmp_path / "hf", True
-    r.base = load_bases(Path(__file__).resolve().parents[2] / "bases.toml")["v0.31.0"]
+    r.base = load_bases(Path(__file__).resolve().parents[3] / "bases.toml")["v0.31.0"]
     env = r.env(tmp_path / "outcomes.jsonl", {"VLLM_PLUGINS": None, "EXTRA": "1"})
     assert "VLLM_PLUGINS" not in env and env["EXTRA"] == "1"
 

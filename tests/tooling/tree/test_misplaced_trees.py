@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from .conftest import NAME, bases_toml
-from .portcase import NEXT, NEXT_VERSION
+from ..fixtures.upstream import NAME, bases_toml
+from ..fixtures.portcase import NEXT, NEXT_VERSION
 
 
 @pytest.mark.parametrize(

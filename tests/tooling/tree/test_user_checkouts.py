@@ -9,8 +9,8 @@ import pytest
 
 from tkvseam import git
 
-from .conftest import NAME, message
-from .test_apply import make_two_patches
+from ..fixtures.queue import message, make_two_patches
+from ..fixtures.upstream import NAME
 
 
 def _edit_patch_2(project):
