@@ -142,7 +142,7 @@ def _names(wanted: str, name: str) -> bool:
     number = name.split("-", 1)[0]
     if wanted in (name, number):
         return True
-    return wanted.isdigit() and number.isdigit() and int(wanted) == int(number)
+    return wanted.isascii() and wanted.isdigit() and number.isdigit() and int(wanted) == int(number)
 
 
 def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = None) -> str:
