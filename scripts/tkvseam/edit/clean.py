@@ -22,10 +22,11 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import hints, layout
+from ..answer import Answer
 from ..errors import RefusedError, SeamError
 from ..fsutil import lexists
 from ..lock import locked
@@ -41,13 +42,18 @@ _BESIDE = re.compile(r"\.(?P<name>.+?)\.(?:lock|old-\d+|tmp-[a-z0-9_]{8})")  # l
 
 
 @dataclass
-class CleanResult:
+class CleanResult(Answer):
     removed: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # "build/<entry> -> build/dropped/<what>"
     left: list[str] = field(default_factory=list)  # "build/<entry>: why"
+    dropped: str | None = None  # build/dropped/, when there is one (it stays)
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def lines(self) -> list[str]:
+        out = [f"kept     {line}" for line in self.kept] + [f"left     {line}" for line in self.left]
+        out.append(f"clean: {len(self.removed)} removed, {len(self.kept)} kept first, {len(self.left)} left")
+        if self.dropped:
+            out.append(f"clean: {self.dropped}/ stays (what the tool kept; remove it by hand when you no longer need it)")
+        return out
 
 
 def clean(root: Path, force: bool = False, progress: Progress = QUIET) -> CleanResult:
@@ -93,6 +99,8 @@ def clean(root: Path, force: bool = False, progress: Progress = QUIET) -> CleanR
             )
         for name in names:
             _clean_one(root, top / name, trees.get(name), name in problems, result, progress)
+    if layout.dropped(root).is_dir():
+        result.dropped = layout.shown(layout.dropped(root), root)
     return result
 
 
