@@ -25,7 +25,7 @@ from ..fixtures.queue import message
 from ..fixtures.upstream import NAME
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _stopped_port_and_unrefreshed_commit(pproject) -> tuple[Path, Path]:
@@ -65,7 +65,7 @@ def test_clean_force_keeps_each_tree_in_a_bundle_first(pproject, tmp_path):
     subprocess.run(["git", "-C", str(clone), "fetch", "-q", str(bundle), f"{ref}:{ref}"], check=True)
     assert git.out(clone, "show", f"{ref}:vllm/engine/arg_utils.py") + "\n" == resolved
     again = json.loads(pproject.cli("clean", "--json").output)  # build/dropped/ stays, always
-    assert again == {"removed": [], "kept": [], "left": []} and bundle.exists()
+    assert again == {"removed": [], "kept": [], "left": [], "dropped": "build/dropped"} and bundle.exists()
 
 
 def test_clean_removes_what_the_tool_made_and_leaves_the_rest(project):
