@@ -52,7 +52,9 @@ class CleanResult(Answer):
         out = [f"kept     {line}" for line in self.kept] + [f"left     {line}" for line in self.left]
         out.append(f"clean: {len(self.removed)} removed, {len(self.kept)} kept first, {len(self.left)} left")
         if self.dropped:
-            out.append(f"clean: {self.dropped}/ stays (what the tool kept; remove it by hand when you no longer need it)")
+            out.append(
+                f"clean: {self.dropped}/ stays (what the tool kept; remove it by hand when you no longer need it)"
+            )
         return out
 
 
