@@ -221,19 +221,20 @@ def carry_kept(
         shutil.copytree(kept, new / ".git" / DROPPED_DIR, dirs_exist_ok=True, symlinks=True)
 
 
-def _carry_settings(old: Path, new: Path) -> None:
+def _settings(git_dir: Path) -> list[str]:
     """The user's own settings of a tree's git (files, never through a link): its config, ignore
-    patterns and hooks (git's samples aside)."""
+    patterns and hooks (git's samples aside), relative to ``git_dir``."""
     names = ["config", "info/exclude"]
-    if (old / "hooks").is_dir() and not (old / "hooks").is_symlink():
-        names += [
-            f"hooks/{p.name}" for p in sorted((old / "hooks").iterdir()) if not p.name.endswith(".sample")
-        ]
-    for name in names:
-        src = old / name
-        if src.is_file() and not src.is_symlink():
-            (new / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, new / name)
+    hooks = git_dir / "hooks"
+    if hooks.is_dir() and not hooks.is_symlink():
+        names += [f"hooks/{p.name}" for p in sorted(hooks.iterdir()) if not p.name.endswith(".sample")]
+    return [n for n in names if (git_dir / n).is_file() and not (git_dir / n).is_symlink()]
+
+
+def _carry_settings(old: Path, new: Path) -> None:
+    for name in _settings(old):
+        (new / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(old / name, new / name)
 
 
 def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
@@ -243,13 +244,15 @@ def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
     entry (``stash/<n>``, ``stash@{n}``), the staged
     changes (``index``, on HEAD), the work tree with untracked and ignored files (``worktree``, on
     ``index``; a conflicted file as it is, markers and all) and ``extra`` files that live outside
-    any commit (``files``: the tool's state, the kept directories).
+    any commit (``files``: the tool's state, the kept directories, and under ``git/`` the tree's git
+    settings: its config, ignore patterns, hooks).
     """
     index = git.snapshot_index(tree, "tkv-seam: staged changes when the tree was removed\n")
     work = git.snapshot_worktree(
         tree, "tkv-seam: the work tree when it was removed\n", parent=index, start=index, ignored=True
     )
     files = dict(extra)
+    files.update({f"git/{name}": (tree / ".git" / name).read_bytes() for name in _settings(tree / ".git")})
     kept = tree / ".git" / DROPPED_DIR
     if kept.is_dir():
         for p in sorted(kept.rglob("*")):

@@ -6,6 +6,7 @@
   (what the user ignores there), hooks: gone with a rebuilt tree;
 - an ignored file standing where a patch adds a directory (``notes`` a file, the patch adds
   ``notes/x.py``): the switch replaced it silently;
+- a removed tree's git settings (its config, hooks): not in its bundle;
 - a port tree with a worktree linked to it: ``port abort`` removed it, the worktree's index and
   HEAD with it (they live in the port tree's ``.git``);
 - ``build/dropped`` a plain file: ``clean --force`` removed trees, then failed to keep the next;
@@ -157,3 +158,17 @@ def test_clean_force_refuses_what_no_bundle_holds_before_removing_anything(pproj
     assert str(other) in err and "worktree remove" in err
     assert pproject.tree.is_dir() and (pproject.root / "build" / f"overlay-{NAME}").is_dir()
     assert not (pproject.root / "build" / "dropped").exists()
+
+
+def test_a_bundle_keeps_the_trees_git_settings(pproject, tmp_path):
+    port(pproject, "start", expect=12)
+    tree = port_tree(pproject)
+    git.run(tree, "remote", "add", "fork", "https://example.invalid/fork.git")
+    (tree / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    out = json.loads(port(pproject, "abort", "--json").output)
+    clone = tmp_path / "back"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", out["bundle"], str(clone)], check=True)
+    ref = "refs/tkv-seam/kept/files"
+    subprocess.run(["git", "-C", str(clone), "fetch", "-q", out["bundle"], f"{ref}:{ref}"], check=True)
+    assert "https://example.invalid/fork.git" in git.out(clone, "show", f"{ref}:git/config")
+    assert git.out(clone, "show", f"{ref}:git/hooks/pre-commit") == "#!/bin/sh\nexit 0"
