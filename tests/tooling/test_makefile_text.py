@@ -93,7 +93,9 @@ def test_a_patch_of_bisect_and_a_diff_of_drift_are_text(make, tmp_path):
     venv.mkdir()
     (venv / ".done").touch()
     os.utime(lock, (1, 1))
-    proc, got, _ = make("bisect", f"PATCH={hostile(mark)}", "BASE=v0.34.0", f"LOCK={lock}", f"VLLM_VENV={venv}")
+    proc, got, _ = make(
+        "bisect", f"PATCH={hostile(mark)}", "BASE=v0.34.0", f"LOCK={lock}", f"VLLM_VENV={venv}"
+    )
     assert proc.returncode == 0, proc.stderr
     assert got == ["seamtest", "bisect", "--base", "v0.34.0", "--patch", hostile(mark)]
     proc, got, env = make("drift", f"DIFF={hostile(mark)}", "JSON=1")
@@ -102,7 +104,9 @@ def test_a_patch_of_bisect_and_a_diff_of_drift_are_text(make, tmp_path):
     assert not mark.exists()
 
 
-@pytest.mark.parametrize("target", ["apply", "refresh", "retire", "lint-queue", "overlay", "image", "drift", "test"])
+@pytest.mark.parametrize(
+    "target", ["apply", "refresh", "retire", "lint-queue", "overlay", "image", "drift", "test"]
+)
 def test_a_base_that_is_no_base_name_stops_make_before_any_recipe(make, tmp_path, target):
     mark = tmp_path / "ran"
     for base in (hostile(mark), "v9.9.9 --force", f"x`touch {mark}`", "-x", "v1;touch x"):
