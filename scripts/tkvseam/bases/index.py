@@ -69,8 +69,8 @@ _OPENER = urllib.request.build_opener(_SameScheme)
 
 
 def _open(url: str, what: str, hint: str, accept: str | None = None):
-    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     try:
+        req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
         return _OPENER.open(req, timeout=TIMEOUT)
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
         raise NetworkError(f"cannot fetch {what}: {e}", hint=hint) from e
@@ -139,9 +139,31 @@ class Listing:
     files: list[IndexFile]
 
 
+URL_HINT = "export TKV_SEAM_INDEX_URL=https://pypi.org/simple   (a PEP 691 Simple API root)"
+
+
+def _split(index_url: str) -> urllib.parse.SplitResult:
+    try:
+        return urllib.parse.urlsplit(index_url)
+    except ValueError as e:  # "http://[::1": an unclosed IPv6 address
+        raise UsageError(f"the index URL {index_url!r} is not a URL: {e}", hint=URL_HINT) from None
+
+
+def check_index_url(index_url: str) -> None:
+    """An http(s) URL with a host, carrying no credentials; else a usage error (exit 2)."""
+    parts = _split(index_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"the index URL {index_url!r} is not an http(s) URL of a package index "
+            "(TKV_SEAM_INDEX_URL, PIP_INDEX_URL or --index-url)",
+            hint=URL_HINT,
+        )
+    no_credentials(index_url)
+
+
 def no_credentials(index_url: str) -> None:
     """Refuse an index URL carrying user:password (never sent, and never printed back)."""
-    parts = urllib.parse.urlsplit(index_url)
+    parts = _split(index_url)
     if parts.username is not None or parts.password is not None:
         shown = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
         raise UsageError(
@@ -169,7 +191,7 @@ def _same_api_and_project(data: dict, project: str, url: str) -> None:
 
 def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
     """The project's page on the Simple API (PEP 691 JSON), checked and bounded."""
-    no_credentials(index_url)
+    check_index_url(index_url)
     url = f"{index_url.rstrip('/')}/{urllib.parse.quote(project)}/"
     with _open(url, url, hint, SIMPLE_JSON) as resp:
         declared = resp.headers.get("Content-Length")
