@@ -172,3 +172,63 @@ def test_a_port_from_the_base_started_while_retire_runs_is_met_and_refused(fromp
     assert f"build/port-v{NEXT_VERSION}: a port from {NAME}'s queue is in progress" in err.read_text()
     assert NAME in load_bases(project.root / "bases.toml")
     assert (project.root / "patches" / NAME / "series").exists()
+
+
+# --------------------------------------------------------------------------- attacked by hand
+
+
+def _respell_new_queue(project: Project, series: str, patches: str) -> None:
+    bases = project.root / "bases.toml"
+    text = bases.read_text()
+    old = f'queue = {{ series = "patches/{NEW_NAME}/series", patches = "patches/{NEW_NAME}" }}'
+    if old not in text:  # pin wrote no queue key: the default layout
+        text = text.replace(f'["{NEW_NAME}"]\n', f'["{NEW_NAME}"]\n{old}\n', 1)
+    bases.write_text(text.replace(old, f'queue = {{ series = "{series}", patches = "{patches}" }}'))
+
+
+def test_a_series_outside_its_queue_directory_is_kept_too(cproject):
+    queue = cproject.root / "patches" / NEW_NAME
+    (cproject.root / "ci" / "series-new").write_text("0001-x.patch\n")
+    (queue / "0001-x.patch").write_text("x\n")
+    _respell_new_queue(cproject, "ci/series-new", f"patches/{NEW_NAME}")
+    out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
+    assert not (cproject.root / "ci" / "series-new").exists()
+    kept = cproject.root / out["kept"]
+    assert (kept / "ci" / "series-new").read_text() == "0001-x.patch\n"
+    assert (kept / "patches" / NEW_NAME / "0001-x.patch").read_text() == "x\n"
+
+
+def test_a_series_listing_itself_is_retired_once(cproject):
+    (cproject.root / "patches" / NEW_NAME / "series").write_text("series\nPORT.md\n")
+    out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
+    assert not (cproject.root / "patches" / NEW_NAME).exists()
+    assert NEW_NAME not in load_bases(cproject.root / "bases.toml") and out["left"][-1].startswith("cache: ")
+
+
+def test_the_commit_hint_of_a_queue_path_with_a_space_runs_as_written(cproject):
+    old, new = cproject.root / "patches" / NEW_NAME, cproject.root / "patches" / "my queue"
+    old.rename(new)
+    _respell_new_queue(cproject, "patches/my queue/series", "patches/my queue")
+    git.run(cproject.root, "add", "-A", ".")
+    git.run(cproject.root, "commit", "-qm", "moved", env={"GIT_AUTHOR_NAME": "D", "GIT_AUTHOR_EMAIL": "d@x"})
+    text = cproject.cli("retire", NEW_NAME).output
+    command = text.split("commit it: ", 1)[1].strip()
+    subprocess.run(shlex.split(command), cwd=cproject.root, check=True)
+    assert not [s for s in status(cproject.root) if s[1] != " "], status(cproject.root)  # all staged
+
+
+def test_a_bases_file_outside_the_project_is_kept_and_edited(cproject, tmp_path):
+    outside = tmp_path / "elsewhere" / "bases.toml"
+    outside.parent.mkdir()
+    shutil.copy(cproject.root / "bases.toml", outside)
+    out = json.loads(cproject.cli("--bases", str(outside), "retire", NEW_NAME, "--json").output)
+    assert NEW_NAME not in load_bases(outside, cproject.root)
+    assert (cproject.root / out["kept"] / "_outside").is_dir()
+
+
+def test_two_retires_at_once_retire_once(cproject, tmp_path):
+    runs = [start(*argv(cproject, "retire", NEW_NAME, "--json")) for _ in range(2)]
+    results = [(r.wait(timeout=300), r.communicate()) for r in runs]
+    assert sorted(code for code, _ in results) == [0, 2], results
+    assert len(list((cproject.root / "build" / "dropped").iterdir())) == 1
+    assert NEW_NAME not in load_bases(cproject.root / "bases.toml")

@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from .. import hints
 from ..errors import EXIT_LINT
 
 from .options import Context, emit_json, force_option, json_option, pass_ctx
@@ -155,7 +156,7 @@ def retire(ctx: Context, base_name, force, as_json):
         click.echo(f"  left    {path}")
     click.echo(
         f"{base_name}: retired; a copy of its queue, lock and the old bases file is in {result.kept}\n"
-        + (f"\n  commit it: git add -A {' '.join(result.to_commit)}" if result.to_commit else "")
+        + (f"\n  commit it: {hints.shell('git', 'add', '-A', *result.to_commit)}" if result.to_commit else "")
     )
 
 

@@ -150,6 +150,7 @@ def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
         own += [directory / n for n in parse_series_text(series.read_text()) if (directory / n).is_file()]
     if (directory / PORT_VERDICTS).is_file():
         own.append(directory / PORT_VERDICTS)
+    own = [p for p in dict.fromkeys(own) if p != series]  # a series listing itself goes once, last
     if series.is_file():
         own.append(series)
     others = []
@@ -219,10 +220,12 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
             "(each such tree is then kept in build/dropped/: a bundle of a git tree, else moved there)",
         )
     own, others = _queue_files(root, queue)
-    backup = [p for p in (queue_dir, lock, bases_file) if p.exists()]
+    series = root / queue.series  # kept too when it lies outside the queue's directory
+    backup = [p for p in dict.fromkeys((queue_dir, series, lock, bases_file)) if lexists(p)]
+    backup = [p for p in backup if p == queue_dir or not p.is_relative_to(queue_dir)]
     kept = keep(root, backup, f"retire-{name}")
     result = RetireResult(name, str(kept.relative_to(root)))
-    progress.step(f"kept {', '.join(str(p.relative_to(root)) for p in backup)} in {result.kept}")
+    progress.step(f"kept {', '.join(os.path.relpath(p, root) for p in backup)} in {result.kept}")
 
     for tree in trees:
         rel = tree.path.relative_to(root)
