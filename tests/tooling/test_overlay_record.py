@@ -13,6 +13,7 @@ second project installs into the same venv.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -211,3 +212,28 @@ def test_a_venv_an_older_tkv_seam_overlaid_is_still_restored_from_the_queue(two,
     shutil.rmtree(venv.site / "vllm" / COPIES)
     overlay(two, "restore", venv)
     assert venv.files() == venv.pristine
+
+
+def test_a_file_where_the_copies_go_is_an_error_and_nothing_is_replaced(two, venv):  # noqa: F811
+    (venv.site / "vllm" / COPIES).write_text("not a directory\n")
+    res = overlay(two, "install", venv, "--json", expect=1)
+    assert f"cannot keep the pristine {PATHS[0]} in" in json.loads(res.stdout)["error"]
+    assert "Traceback" not in res.stderr and venv.files() == venv.pristine
+    assert (venv.site / "vllm" / COPIES).read_text() == "not a directory\n"
+
+
+def test_a_venv_held_past_the_timeout_is_busy_and_nothing_is_replaced(two, venv, monkeypatch):  # noqa: F811
+    import fcntl
+
+    fd = os.open(venv.site / "vllm", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another overlay run holds the package
+    monkeypatch.setenv("TKV_SEAM_LOCK_TIMEOUT", "0.5")
+    try:
+        res = overlay(two, "install", venv, "--json", expect=10)
+    finally:
+        os.close(fd)
+    out = json.loads(res.stdout)
+    assert "another overlay run still holds" in out["error"] and "nothing was replaced" in out["error"]
+    assert out["hint"].startswith("let the other overlay run finish, then ")
+    assert venv.files() == venv.pristine
+    overlay(two, "install", venv)  # free again: goes through

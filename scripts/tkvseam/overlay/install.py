@@ -147,28 +147,32 @@ def _timeout() -> float:
 def package_lock(vllm_dir: Path, log=print):
     """Hold the installed package's lock (``flock`` on its directory: nothing is created, the
     kernel drops it when the holder dies): two overlay runs on one vllm take turns."""
-    fd = os.open(vllm_dir, os.O_RDONLY)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            timeout = _timeout()
-            log(
-                f"tkv-seam overlay: waiting for another overlay run on {vllm_dir} (up to {timeout:g} s; {TIMEOUT_ENV})"
-            )
-            deadline = time.monotonic() + timeout
-            while True:
+        fd = os.open(vllm_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as e:
+        raise OverlayError(
+            f"cannot open {vllm_dir} to lock it: {e.strerror or e}", CANNOT_WRITE, str(vllm_dir)
+        ) from e
+    try:
+        deadline = None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is None:
+                    timeout = _timeout()
+                    deadline = time.monotonic() + timeout
+                    log(
+                        f"tkv-seam overlay: waiting for another overlay run on {vllm_dir} (up to {timeout:g} s; {TIMEOUT_ENV})"
+                    )
+                elif time.monotonic() >= deadline:
+                    raise OverlayError(
+                        f"another overlay run still holds {vllm_dir} after {timeout:g} s; nothing was replaced",
+                        BUSY,
+                        str(vllm_dir),
+                    ) from None
                 time.sleep(0.05)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise OverlayError(
-                            f"another overlay run still holds {vllm_dir} after {timeout:g} s; nothing was replaced",
-                            BUSY,
-                            str(vllm_dir),
-                        ) from None
         yield
     finally:
         os.close(fd)
@@ -245,12 +249,8 @@ class _Copies:
         return self.top / f"{rel}.pristine"
 
     def _linked(self, rel: str) -> bool:
-        here = self.top
-        for part in [None, *self.path(rel).relative_to(self.top).parts]:
-            here = here if part is None else here / part
-            if here.is_symlink():
-                return True
-        return False
+        path = self.path(rel)
+        return any(p.is_symlink() for p in (path, *path.parents) if p == self.top or self.top in p.parents)
 
     def holds(self, rel: str, digest: str) -> bool:
         path = self.path(rel)
@@ -265,10 +265,17 @@ class _Copies:
                 str(self.top),
             )
         path = self.path(rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tkv-seam-tmp")
-        _write_new(tmp, data)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_new(tmp, data)
+            os.replace(tmp, path)
+        except OSError as e:
+            raise OverlayError(
+                f"cannot keep the pristine {rel} in {self.top}: {e.strerror or e}; nothing was replaced",
+                CANNOT_WRITE,
+                str(self.top),
+            ) from e
 
     def keep_only(self, keep: set[str]) -> None:
         """Drop the copies of files the record no longer names (all of them: the directory)."""
