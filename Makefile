@@ -9,33 +9,33 @@
 # ($(value)), held as a simple variable (referencing it never expands what it holds again) and
 # exported as it is (make would expand a command-line variable to export it). `$(shell …)`, `$$`,
 # backticks and quotes in them reach the tool unchanged; nothing in them runs.
-USER_VARS := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUDE_NEWER PATCH PLUGIN \
+user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUDE_NEWER PATCH PLUGIN \
              VERDICT REASON JSON DIFF PORT_TREE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS \
              PYTHON PIP_FIND_LINKS UV_CACHE_DIR BASE_IMAGE STAND_IN TURBO_ATTN PUSH REGISTRY REPOSITORY \
              IMAGE_TAG IMAGE_SOURCE INSTALLER DOCKER_HOST TKV_SEAM_CACHE TKV_SEAM_INDEX_URL \
              TKV_SEAM_LOCK_TIMEOUT HOME
-BASE_ORIGIN := $(origin BASE)
-$(foreach v,$(sort $(USER_VARS) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
+base_origin := $(origin BASE)
+$(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
   $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
 # A path pasted into a recipe line, quoted for the shell when it holds more than a plain path:
 # $(call sh,$(VENV)).
-SHELL_META := ' " ` $$ ; & | < > ( ) \ * ? [ ] ~ ! { } ^ \#
-sh = $(if $(strip $(foreach c,$(SHELL_META),$(findstring $(c),$(1)))$(filter-out 1,$(words $(1)))),'$(subst ','\'',$(1))',$(1))
+shell_meta := ' " ` $$ ; & | < > ( ) \ * ? [ ] ~ ! { } ^ \#
+sh = $(if $(strip $(foreach c,$(shell_meta),$(findstring $(c),$(1)))$(filter-out 1,$(words $(1)))),'$(subst ','\'',$(1))',$(1))
 
 BASE    ?= v0.31.0
 # BASE names files and targets (build/vllm-BASE, .venv-vllm-BASE, ci/lock-cpu-BASE.txt) and goes on
 # recipe lines: a base name only (letters, digits, . _ + -), else make stops before any recipe runs.
-NAME_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P Q R S \
+name_chars := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P Q R S \
               T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ + -
-BASE_REST := $(BASE)
-$(foreach c,$(NAME_CHARS),$(eval BASE_REST := $$(subst $(c),,$$(BASE_REST))))
-ifneq ($(BASE_REST)$(filter-out 0 1,$(words $(BASE)))$(filter -%,$(firstword $(BASE))),)
+base_rest := $(BASE)
+$(foreach c,$(name_chars),$(eval base_rest := $$(subst $(c),,$$(base_rest))))
+ifneq ($(base_rest)$(filter-out 0 1,$(words $(BASE)))$(filter -%,$(firstword $(BASE))),)
 $(error BASE='$(BASE)' is not a base name (letters, digits, . _ + -, e.g. BASE=v0.32.0; .venv/bin/tkv-seam bases lists them))
 endif
 # `make test` checks every carried base (each base of bases.toml whose queue exists: `tkv-seam
 # carried`, release order), each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
 # (BASE on the command line or in the environment) checks that one base only.
-ONE_BASE := $(if $(filter command line environment,$(BASE_ORIGIN)),$(BASE),)
+ONE_BASE := $(if $(filter command line environment,$(base_origin)),$(BASE),)
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
 VENV    := .venv
