@@ -1,7 +1,7 @@
 """tkv-seam: a quilt-style patch queue carrying the turbo-attn seam on pinned vLLM releases.
 
-The folders are the layers (docs/design.md; ``tests/tooling/test_layers.py`` holds the table
-and fails on an import upwards or any import circle). Top to bottom:
+The folders are the layers (docs/design.md; ``tests/tooling/plumbing/test_layers.py`` holds the
+table and fails on an import upwards or any import circle). Top to bottom:
 
 - ``cli/``        the command line: click options, rendering, exit codes (one error boundary)
 - use cases, one package per family of commands:

@@ -5,8 +5,8 @@ the project layout.
 diffs; ``index``: the work tree, the index and the plumbing.
 
 ``run``/``out`` are this module's primitives; no other module of the tool calls them
-(``tests/tooling/test_gateway.py`` checks). Each unusual flag carries its reason. Plumbing
-sequences (a private index, blobs, trees, commits made without touching the work tree) are
+(``tests/tooling/plumbing/test_git_gateway.py`` checks). Each unusual flag carries its reason.
+Plumbing sequences (a private index, blobs, trees, commits made without touching the work tree) are
 named functions too. Values that cross the boundary are typed: ``Person``, ``Commit``,
 ``TreeEntry``.
 """

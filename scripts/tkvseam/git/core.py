@@ -1,7 +1,7 @@
 """The git gateway's primitives: the environment every git call runs in, ``run``/``out``, typed values.
 
 Only the ``tkvseam.git`` package calls ``run``/``out``; everything else calls a named
-operation (``tests/tooling/test_gateway.py`` checks).
+operation (``tests/tooling/plumbing/test_git_gateway.py`` checks).
 """
 
 from __future__ import annotations

@@ -1,0 +1,3 @@
+"""The cli room's fixtures: real ``make`` with the tool replaced by a recorder (``make``)."""
+
+from ..fixtures.make import make  # noqa: F401

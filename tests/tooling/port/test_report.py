@@ -1,0 +1,134 @@
+"""port report: placement, blocked-by, test-only overlaps, obsolescence, moves (the case of ``portcase``)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from ..fixtures.upstream import NAME
+from ..fixtures.portcase import NEXT, NEXT_FILES, hunks, report_json
+
+
+@pytest.fixture(scope="module")
+def report(pproject_once):
+    return report_json(pproject_once)
+
+
+def test_report_dependency_aware_blocked_by(report):
+    assert report["0001"]["status"] == "conflict" and report["0001"]["own"] == "conflict"
+    assert set(report["0001"]["conflicts"]) == {"vllm/engine/arg_utils.py", "tests/test_seam.py"}
+    use = report["0002"]
+    assert use["status"] == "blocked" and use["blocked_by"] == ["0001"]
+    assert use["own"] == "3-way" and "on its own: 3-way" in use["note"]
+
+
+def test_report_test_file_only_overlap_is_not_a_code_conflict(report):
+    more = report["0003"]
+    assert more["own"] == "test-only conflict" and more["status"] == "blocked"
+    assert more["blocked_by"] == ["0001"] and more["note"] == "test file only: tests/test_seam.py"
+    assert [f["status"] for f in more["files"] if f["path"] == "vllm/config/cache.py"] == ["3-way"]
+    seam = report["0008"]  # names its test prerequisite in Test-depends-on
+    assert seam["status"] == "blocked" and seam["blocked_by"] == ["0001"]
+
+
+def test_report_offset_and_fuzz_searched_over_the_whole_file(report):
+    [use] = hunks(report["0002"], "vllm/config/cache.py")
+    assert (use["kind"], use["delta"], use["status"]) == ("offset", 120, "offset +120")
+    [far] = hunks(report["0004"], "vllm/config/cache.py")
+    assert (far["kind"], far["fuzz"], far["delta"]) == ("fuzz", 1, 120)
+    assert far["status"] == "fuzz 1, offset +120" and report["0004"]["status"] == "3-way"
+
+
+@pytest.mark.skipif(not shutil.which("patch"), reason="GNU patch not installed")
+def test_placement_agrees_with_gnu_patch(pproject_once, tmp_path):
+    """The same hunks through GNU patch --dry-run: same offset and fuzz."""
+    target = tmp_path / "cache.py"
+    target.write_text(NEXT_FILES["vllm/config/cache.py"])
+    for name, expected in (
+        ("0002-use-mul.patch", "(offset 120 lines)"),
+        ("0004-fuzz-far.patch", "with fuzz 1 (offset 120 lines)"),
+    ):
+        text = (pproject_once.root / "patches" / name).read_text()
+        diff = text[text.index("diff --git") :]
+        out = subprocess.run(
+            ["patch", "--dry-run", str(target)], input=diff, capture_output=True, text=True
+        ).stdout
+        assert expected in out, out
+
+
+def test_report_end_of_file_append_is_not_an_offset(report):
+    [tail] = hunks(report["0005"], "vllm/tail.py")
+    assert tail["kind"] == "eof" and tail["status"] == "end of file (now line 58)"
+    assert report["0005"]["status"] == "3-way"
+
+
+def test_report_likely_obsolete_with_evidence(report):
+    reg = report["0006"]
+    assert reg["status"] == "likely obsolete"
+    assert any(e.startswith("reverse-applies") for e in reg["obsolete"])
+    assert any("register (defined in vllm/registry.py)" in e for e in reg["obsolete"])
+    assert "obsolete?" in report["table"]
+
+
+def test_report_move_retries_the_hunk_where_the_file_went(report):
+    mod = report["0007"]
+    [f] = mod["files"]
+    assert (
+        f["status"] == "moved" and f["moved_to"] == "vllm/new_mod.py" and "retried there: 3-way" in f["note"]
+    )
+    assert mod["status"] == "3-way"
+    [h] = mod["hunks"]
+    assert h["file"] == "vllm/new_mod.py" and h["kind"] == "exact" and h["note"].startswith("moved")
+
+
+def test_report_failing_hunk_shows_the_upstream_change_and_new_lines(report):
+    [h] = hunks(report["0001"], "vllm/engine/arg_utils.py")
+    assert h["kind"] == "fails" and h["upstream"]["changed"]
+    assert "+    return -(b - a)" in h["upstream"]["diff"] and h["upstream"]["new_lines"] == "3-6"
+
+
+def test_report_statuses_never_contradict_and_keep_nothing(pproject_once, report):
+    for name, p in report.items():
+        if name in ("summary", "table"):
+            continue
+        if p["own"] == "exact":
+            assert all(h["kind"] == "exact" for h in p["hunks"]), name
+        if any(h["kind"] != "exact" for h in p["hunks"]):
+            assert p["own"] != "exact", name
+    assert report["summary"]["patches"] == 8 and report["summary"]["applied"] == 3
+    assert not (pproject_once.root / "build" / f"port-{NEXT}").exists()
+    # nothing but the build tree and the report's own files (build/port-report-<to>/)
+    assert sorted(x.name for x in (pproject_once.root / "build").iterdir()) == [
+        f"port-report-{NEXT}",
+        f"vllm-{NAME}",
+    ]
+    assert "| file / hunk | what it does | verdict | reason | evidence |" in report["table"]
+
+
+def test_blocked_by_names_the_root_cause_not_the_chain():
+    from tkvseam.port.model import PatchReport
+    from tkvseam.port.analysis import root_causes
+
+    by_slug = {
+        "slot": PatchReport("0002-slot.patch", "slot", status="conflict", own="conflict"),
+        "cuda": PatchReport("0003-cuda.patch", "cuda", status="blocked", own="exact", blocked_by=["0002"]),
+        "gone": PatchReport("0005-gone.patch", "gone", status="blocked", own="conflict", blocked_by=["0002"]),
+    }
+    assert root_causes(["cuda"], by_slug) == ["0002"]  # applies itself: its cause is the cause
+    assert root_causes(["cuda", "gone"], by_slug) == ["0002", "0005"]  # fails itself: a cause too
+
+
+def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
+    out = pproject_once.cli("port", "report", "--base", NAME, "--to", NEXT, expect=12).output
+    lines = out.splitlines()
+    assert lines[0].split() == ["conflict", "0001-add-mul.patch"]
+    assert "blocked            0002-use-mul.patch  blocked by 0001" in out
+    assert "vllm/config/cache.py: 3-way" in out and ": offset +120" in out
+    assert "| file / hunk | what it does | verdict | reason | evidence |" in out
+    assert lines[-2].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply;")
+    assert (
+        lines[-1]
+        == f"report kept in build/port-report-{NEXT}/report.md and build/port-report-{NEXT}/report.json"
+    )

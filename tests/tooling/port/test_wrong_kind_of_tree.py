@@ -1,0 +1,24 @@
+"""A port verb given another kind of tree tkv-seam made (``PORT_TREE=build/vllm-<base>``, a slip).
+
+The answer named the build tree as "no port tkv-seam can go on with", and its hint said to move
+the build tree aside and start a port *at its path*. A tree the tool made for something else is
+the user's tree of that kind: the hint names the port's own tree, and moves nothing.
+"""
+
+from __future__ import annotations
+
+from ..fixtures.carrying import NEW_NAME
+from ..fixtures.carry import cproject, releases, wheels  # noqa: F401
+
+
+def test_a_build_tree_given_as_the_port_tree_is_not_to_be_moved_aside(cproject):  # noqa: F811
+    cproject.cli("pin", "9.10.0")
+    build_tree = cproject.root / "build" / "vllm-v9.9.9"
+    assert build_tree.is_dir()
+    for verb in ("status", "continue", "abort"):
+        err = cproject.cli("port", verb, "--to", NEW_NAME, "--tree", str(build_tree), expect=1).stderr
+        assert "a tkv-seam apply tree of v9.9.9, not a port" in err
+        hint = err.split("next: ", 1)[1]
+        assert "mv " not in hint and str(build_tree) not in hint, hint
+        assert f"make port VERB=status TO={NEW_NAME}" in hint
+    assert (build_tree / ".git" / "tkv-seam.json").is_file()

@@ -1,0 +1,234 @@
+"""lock-cpu: a base's CPU lock resolved by uv against a local index of tiny fake wheels (no PyPI).
+
+The fake vllm 9.10.0 asks for torch==9.2.0 (not here: only 9.0.0+cpu and 9.1.0+cpu are, in a
+find-links directory standing for $PIP_FIND_LINKS) and torchvision, whose builds must stay out
+(``carrying.make_wheels``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tkvseam.release.cpulock import uv_executable
+
+from ..fixtures.carrying import NEW, NEW_NAME, OLD_NAME, carrying_project, make_releases, make_wheels, wheel
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> tuple[Path, Path]:
+    return make_wheels(tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu-torch"))
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    return make_releases(tmp_path_factory.mktemp("upstream"))
+
+
+@pytest.fixture
+def cproject(tmp_path, releases, monkeypatch):
+    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+        project.cli("pin", NEW)
+        yield project
+
+
+def lock_args(wheels, *extra: str) -> list[str]:
+    index, cpu = wheels
+    return ["lock-cpu", NEW_NAME, "--no-index", "--find-links", str(index), "--find-links", str(cpu), *extra]
+
+
+def test_the_lock_has_that_vllm_the_local_cpu_torch_and_no_torchvision(cproject, wheels):
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    assert out["status"] == "written" and out["path"] == f"ci/lock-cpu-{NEW_NAME}.txt"
+    text = (cproject.root / out["path"]).read_text()
+    pins = [line for line in text.splitlines() if not line.startswith("#")]
+    assert pins == sorted(pins)
+    assert "vllm==9.10.0" in pins and "torch==9.1.0+cpu" in pins  # the newest CPU build here
+    assert "helper==2.0" in pins and "filelock-fake==1.0" in pins  # torch's own deps resolved
+    assert "pytest==9.1.0" in pins and "tblib==3.1.0" in pins
+    assert not [p for p in pins if p.startswith(("torchvision", "pillow-fake", "nvidia-stuff", "torch==9.2"))]
+    head = [line for line in text.splitlines() if line.startswith("#")]
+    said = "\n".join(head)
+    assert f"Made by `tkv-seam lock-cpu {NEW_NAME}`" in said
+    assert "torch overridden to 9.1.0+cpu" in said and "the release asks for torch==9.2.0+cpu" in said
+    assert "excluded: torchvision torchaudio torchcodec" in said
+    # pytest-mock is not in the release's requirements/test/cpu.txt
+    assert "(not pinned there, resolved: pytest-asyncio pytest-mock pytest-timeout)" in said
+    assert "index: none (--no-index); find-links: " in said
+    # made with options make does not pass: the tool's own command (see the test of the Remake line)
+    assert f"Remake: .venv/bin/tkv-seam lock-cpu {NEW_NAME} --find-links " in said
+    assert f"--no-index --exclude-newer {out['exclude_newer']})" in said
+
+
+def test_a_lock_made_with_the_defaults_is_remade_by_make():
+    from tkvseam.release.cpulock import remake_commands
+
+    base = "v9.10.0"
+    assert remake_commands(base, "2030-01-01") == (
+        "make lock-cpu BASE=v9.10.0",
+        "make lock-cpu BASE=v9.10.0 EXCLUDE_NEWER=2030-01-01",
+    )
+    odd = remake_commands(base, "2030-01-01", ["/a b/c"], "9.1.0+cpu", "http://x/simple")
+    assert odd[1] == (
+        ".venv/bin/tkv-seam lock-cpu v9.10.0 --find-links '/a b/c' --torch 9.1.0+cpu "
+        "--index-url http://x/simple --exclude-newer 2030-01-01"
+    )
+
+
+def test_the_venv_installs_from_the_lock_as_the_makefile_does(cproject, wheels, tmp_path):
+    """`make venv-vllm`'s command (uv pip install --no-deps -r lock) reads past the header."""
+    index, cpu = wheels
+    lock = cproject.root / json.loads(cproject.cli(*lock_args(wheels), "--json").output)["path"]
+    uv = uv_executable()
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", "python3.11", str(venv)], check=True)
+    proc = subprocess.run(
+        [uv, "pip", "install", "-q", "-p", str(venv / "bin/python"), "--no-deps", "--no-index"]
+        + ["--find-links", str(index), "--find-links", str(cpu), "-r", str(lock)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    freeze = subprocess.run(
+        [uv, "pip", "freeze", "-p", str(venv / "bin/python")], capture_output=True, text=True
+    )
+    assert sorted(freeze.stdout.split()) == sorted(
+        line for line in lock.read_text().splitlines() if "#" not in line
+    )
+
+
+def test_a_remade_lock_is_unchanged_or_replaced_keeping_the_old_one(cproject, wheels):
+    first = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    lock = cproject.root / first["path"]
+    text = lock.read_text()
+    again = json.loads(cproject.cli(*lock_args(wheels, "--exclude-newer", "2030-01-01"), "--json").output)
+    assert again["status"] == "unchanged" and lock.read_text() == text  # same pins: header kept too
+    lock.write_text(text.replace("helper==2.0", "helper==1.0"))
+    edited = lock.read_text()
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    assert out["status"] == "replaced" and "helper==2.0" in lock.read_text()
+    assert (cproject.root / out["kept"] / first["path"]).read_text() == edited
+    assert not list(lock.parent.glob(".*.tmp-*"))
+
+
+def test_a_killed_runs_temporary_lock_is_removed_and_nothing_else(cproject, wheels):
+    """Only `.<lock>.tmp-<pid>` files (what a killed write leaves) go; a user's files of a near
+    shape, a directory and a symlink of that shape stay."""
+    first = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    lock = cproject.root / first["path"]
+    ci = lock.parent
+    left = ci / f".{lock.name}.tmp-4242"
+    left.write_text("half\n")
+    mine = [ci / f".{lock.name}.tmp-mine", ci / f".{lock.name}.tmp-1.bak", ci / "notes.txt"]
+    for p in mine:
+        p.write_text("mine\n")
+    (ci / f".{lock.name}.tmp-77").mkdir()
+    (ci / f".{lock.name}.tmp-78").symlink_to(ci / "notes.txt")
+    lock.write_text(lock.read_text().replace("helper==2.0", "helper==1.0"))
+    cproject.cli(*lock_args(wheels), "--json")
+    assert not left.exists()
+    assert all(p.read_text() == "mine\n" for p in mine)
+    assert (ci / f".{lock.name}.tmp-77").is_dir() and (ci / f".{lock.name}.tmp-78").is_symlink()
+
+
+def test_the_lock_takes_the_cpu_torch_the_release_asks_for_when_it_is_there(cproject, wheels, tmp_path):
+    index, cpu = wheels
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    assert out["torch"]["version"] == "9.1.0+cpu"
+    # v9.9.9's requirements/cpu.txt asks for 9.0.0+cpu, which the directory has
+    (cproject.root / "ci" / f"lock-cpu-{OLD_NAME}.txt").unlink()
+    wheel(index, "vllm", "9.9.9", ["torch==9.0.0"])
+    try:
+        old = json.loads(
+            cproject.cli(
+                "lock-cpu",
+                OLD_NAME,
+                "--no-index",
+                "--find-links",
+                str(index),
+                "--find-links",
+                str(cpu),
+                "--json",
+            ).output
+        )
+    finally:
+        (index / "vllm-9.9.9-py3-none-any.whl").unlink()
+    assert old["torch"] == {
+        "version": "9.0.0+cpu",
+        "source": "torch-9.0.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "asked": "9.0.0+cpu",
+    }
+    assert "torch==9.0.0+cpu" in (cproject.root / "ci" / f"lock-cpu-{OLD_NAME}.txt").read_text()
+
+
+def test_no_cpu_torch_or_an_unresolvable_release_is_an_error_and_writes_nothing(cproject, wheels, tmp_path):
+    index, _ = wheels
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    err = cproject.cli("lock-cpu", NEW_NAME, "--no-index", "--find-links", str(empty), expect=1).stderr
+    assert "no CPU torch wheel" in err and str(empty) in err and "--find-links" in err
+    err = cproject.cli(
+        "lock-cpu", NEW_NAME, "--no-index", "--find-links", str(empty), "--torch", "9.1.0+cpu", expect=1
+    ).stderr
+    assert "uv could not resolve vllm==9.10.0 with torch==9.1.0+cpu" in err
+    assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
+    err = cproject.cli(*lock_args(wheels, "--exclude-newer", "yesterday"), expect=2).stderr
+    assert "--exclude-newer 'yesterday'" in err
+
+
+def test_a_lock_is_never_written_through_a_linked_ci_directory(cproject, wheels, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ci = cproject.root / "ci"
+    for f in ci.iterdir():
+        os.replace(f, outside / f.name)
+    ci.rmdir()
+    ci.symlink_to(outside)
+    err = cproject.cli(*lock_args(wheels), expect=1).stderr
+    assert "would not be a file of the project's ci/ directory" in err
+    assert sorted(p.name for p in outside.iterdir()) == [f"lock-cpu-{OLD_NAME}.txt"]
+
+
+def test_the_remake_line_gives_the_options_the_lock_was_made_with(cproject, wheels):
+    """Made with --no-index and --find-links: `make lock-cpu BASE=…` (PyPI and $PIP_FIND_LINKS)
+    would not give these pins again; the header's own command, run as written, does."""
+    import shlex
+
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    text = (cproject.root / out["path"]).read_text()
+    (remake,) = [line for line in text.splitlines() if line.startswith("# Remake: ")]
+    again = remake.split("(the same pins again: ", 1)[1].removesuffix(")")
+    words = shlex.split(again)
+    assert words[0] == ".venv/bin/tkv-seam" and "--no-index" in words
+    assert words.count("--find-links") == 2 and f"--exclude-newer={out['exclude_newer']}" not in words
+    assert words[words.index("--exclude-newer") + 1] == out["exclude_newer"]
+    redo = json.loads(cproject.cli(*words[1:], "--json").output)
+    assert redo["status"] == "unchanged" and redo["pins"] == out["pins"]
+
+
+def test_an_index_url_with_credentials_is_refused_and_never_written_into_the_lock(cproject, wheels):
+    """The header (a committed file) recorded 'index: http://user:secret@…' and so would its Remake line."""
+    _, cpu = wheels
+    res = cproject.cli(
+        "lock-cpu",
+        NEW_NAME,
+        "--index-url",
+        "http://user:secret@127.0.0.1:9/simple",
+        "--find-links",
+        str(cpu),
+        "--json",
+        expect=2,
+    )
+    assert "secret" not in res.output and "secret" not in res.stderr
+    assert "carries credentials" in json.loads(res.stdout)["error"]
+    assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
+
+
+def test_a_torch_that_is_no_version_is_a_usage_error_before_uv_runs(cproject, wheels):
+    """It went to uv ('Couldn't parse requirement … torch==x y') with a 'check network access' hint."""
+    out = json.loads(cproject.cli(*lock_args(wheels, "--torch", "x y"), "--json", expect=2).stdout)
+    assert out["error"] == "--torch 'x y' is not a version (e.g. 2.13.0+cpu)"
