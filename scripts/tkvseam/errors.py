@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from .hints import TOOL as TOOL  # how hints spell the tool (from the project root, as the Makefile runs it)
 
-EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_APPLY = 3

@@ -324,31 +324,86 @@ def _get(url: str, accept: str = "") -> tuple[dict, bytes]:
         return dict(resp.headers), resp.read()
 
 
-def test_the_real_path_tags_plainly_and_push_prints_the_registry_digest(api, tree, images, registry):
-    """On an image that passes for the official one: the plain tag, the run hint, the push."""
+def _pulled_by_digest(api, image: str, host: str, made) -> tuple[str, str]:
+    """``image`` as the engine holds an image it has from a registry: pushed to the test's
+    registry, so that the engine records its digest (``RepoDigests``). The reference and digest."""
+    repository, tag = f"{host}/tkv-seam-test/official", BASE
+    api.tag(image, repository, tag)
+    made(f"{repository}:{tag}")
+    for chunk in api.push(repository, tag=tag, stream=True, decode=True):
+        assert "error" not in chunk, chunk
+    digests = [d.split("@", 1)[1] for d in api.inspect_image(f"{repository}:{tag}")["RepoDigests"]]
+    assert digests, "the engine recorded no digest of the pushed image"
+    return f"{repository}:{tag}", digests[0]
+
+
+def _bases_pinning(tmp_path: Path, digest: str) -> Path:
+    """A copy of bases.toml whose BASE pins ``digest`` (a prefix of it) as its image's index digest."""
+    import tomlkit
+
+    doc = tomlkit.parse((ROOT / "bases.toml").read_text())
+    doc[BASE]["image"]["index_digest_prefix"] = digest[:19]
+    out = tmp_path / "bases.toml"
+    out.write_text(tomlkit.dumps(doc))
+    return out
+
+
+def test_the_real_path_tags_plainly_and_push_prints_the_registry_digest(
+    api, tree, images, registry, tmp_path
+):
+    """On an image that passes for the official one: the plain tag, the run hint, the push.
+
+    Where bases.toml pins the official image's index digest, passing for it takes an image the
+    engine has from a registry by that digest: the lookalike is pushed to the test's registry and
+    a copy of bases.toml pins its digest (a lookalike built here is refused, test_answers.py)."""
     path, state = tree
     official = images["variant"](
         "official", f"LABEL {STAND_IN_LABEL}=false {REVISION_LABEL}={PINS.image.revision_prefix}"
     )
     host, url = registry
-    res = image_cli("--base-image", official, "--registry", host, "--push")
+    bases: tuple[str, ...] = ()
+    digest = None
+    if PINS.image.index_digest_prefix:
+        refused = image_cli(
+            "--base-image", official, "--turbo-attn", "", "--tag", f"{TARGET}:lookalike-noplugin"
+        )
+        assert (
+            refused.exit_code == 7
+            and f"pins its index digest {PINS.image.index_digest_prefix}" in refused.stderr
+        )
+        official, digest = _pulled_by_digest(api, official, host, images["built"])
+        bases = ("--bases", str(_bases_pinning(tmp_path, digest)))
+    res = cli(
+        *bases,
+        "image",
+        "--base",
+        BASE,
+        "--source",
+        SOURCE,
+        "--base-image",
+        official,
+        "--registry",
+        host,
+        "--push",
+    )
     assert res.exit_code == 0, res.output + res.stderr
     tag = images["built"](f"{host}/tkv-seam/vllm-openai:{BASE}-{state.digest[:12]}")
     assert f"built {tag} " in res.stdout
     assert f"run:  docker run --gpus all -p 8000:8000 {tag} <model> --kv-cache-dtype tkv" in res.stdout
     pushed = [line for line in res.stdout.splitlines() if line.startswith(f"pushed {tag}: digest sha256:")]
     assert len(pushed) == 1, res.stdout
-    digest = pushed[0].split("digest ", 1)[1].split()[0]
+    digest_pushed = pushed[0].split("digest ", 1)[1].split()[0]
     manifest_types = (
         "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
     )
     headers, body = _get(f"{url}/v2/tkv-seam/vllm-openai/manifests/{tag.rsplit(':', 1)[1]}", manifest_types)
-    assert headers["Docker-Content-Digest"] == digest
+    assert headers["Docker-Content-Digest"] == digest_pushed
     _, config = _get(f"{url}/v2/tkv-seam/vllm-openai/blobs/{json.loads(body)['config']['digest']}")
     labels = json.loads(config)["config"]["Labels"]
     assert labels[SOURCE_LABEL] == SOURCE
     assert labels[REVISION_LABEL].split("-")[0] == git.out(ROOT, "rev-parse", "HEAD")
     assert labels["io.tkv-seam.series.digest"] == state.digest
-    assert labels["org.opencontainers.image.base.digest"] == api.inspect_image(official)["Id"]
+    # the base's registry digest when the engine has one, else (built here) its image id
+    assert labels["org.opencontainers.image.base.digest"] == (digest or api.inspect_image(official)["Id"])
     assert labels["io.tkv-seam.base.revision"] == PINS.image.revision_prefix
     assert labels[STAND_IN_LABEL] == "false"

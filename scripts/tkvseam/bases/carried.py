@@ -17,6 +17,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from .pins import Base
+from ..answer import Answer
 from ..errors import SeamError
 from ..queue.footprint import PACKAGE_PREFIX, overlay_paths
 from ..queue.patch import Patch
@@ -43,6 +44,19 @@ def carried_before(bases: dict[str, Base], root: Path, version: str | Version) -
     """The newest carried base older than release ``version`` (the queue a port starts from)."""
     older = [n for n in carried_bases(bases, root) if Version(bases[n].version) < Version(str(version))]
     return bases[older[-1]] if older else None
+
+
+@dataclass
+class Carried(Answer):
+    """``carried``: the carried bases, oldest release first."""
+
+    names: list[str]
+
+    def lines(self) -> list[str]:
+        return list(self.names)
+
+    def to_json(self) -> dict:
+        return {"carried": self.names}
 
 
 @dataclass(frozen=True)

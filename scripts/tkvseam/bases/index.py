@@ -1,9 +1,10 @@
 """The package index client: a project's PEP 691 JSON page and file downloads, both bounded.
 
 ``listing`` reads at most ``MAX_LISTING_BYTES`` of the project page and checks its shape
-(an object whose ``files`` is a list); each entry with a string ``filename`` becomes an
-``IndexFile``, whose other fields are checked when the entry is used (``IndexFile.problem``),
-so one odd entry does not hide the others. File URLs are resolved against the page and
+(an object whose ``files`` is a list of objects); each entry with a string ``filename``
+becomes an ``IndexFile``, whose other fields are checked when the entry is used
+(``IndexFile.problem``), so one odd entry does not hide the others; one naming no file is
+``Listing.skipped`` (a release list never says "nothing new" past it). File URLs are resolved against the page and
 followed only in the index's own scheme (an index on http(s) never sends the tool to
 ``file://``), redirects included. ``download`` writes at most the expected size.
 
@@ -38,19 +39,41 @@ CHUNK = 1 << 20
 INDEX_HINT = "check network access to the package index (TKV_SEAM_INDEX_URL), then run the command again"
 
 
+PYPI_SIMPLE = "https://pypi.org/simple"  # pip's and uv's default index
+INDEX_VARIABLES = ("TKV_SEAM_INDEX_URL", "PIP_INDEX_URL", "UV_INDEX_URL")  # the first one set wins
+SCHEMES = ("https", "http", "file")
+
+
 def default_index_url() -> str:
-    """The package index's Simple API root: TKV_SEAM_INDEX_URL, PIP_INDEX_URL, or pip's default."""
-    for var in ("TKV_SEAM_INDEX_URL", "PIP_INDEX_URL"):
-        if os.environ.get(var):
-            return os.environ[var].rstrip("/")
+    """The package index's Simple API root: ``TKV_SEAM_INDEX_URL``, else the index pip or uv is
+    told to use (``PIP_INDEX_URL``, ``UV_INDEX_URL``), else PyPI's (``PYPI_SIMPLE``)."""
+    for var in INDEX_VARIABLES:
+        value = os.environ.get(var, "").strip()
+        if value:
+            return checked_index_url(value, f"${var}").rstrip("/")
+    return PYPI_SIMPLE
+
+
+def checked_index_url(index_url: str, where: str = "the index URL") -> str:
+    """``index_url`` if it is an http(s) or file URL without credentials; a usage error (exit 2)
+    naming ``where`` it came from otherwise."""
+    no_credentials(index_url)
     try:
-        from pip._internal.models.index import PyPI  # pip knows the default index
-    except ImportError as e:
-        raise SeamError(
-            "no package index configured and pip is not importable",
-            hint="set TKV_SEAM_INDEX_URL to a PEP 691 Simple API root",
-        ) from e
-    return PyPI.simple_url.rstrip("/")
+        parts = urllib.parse.urlsplit(index_url)
+    except ValueError as e:
+        parts, why = None, str(e)
+    else:
+        why = ""
+    if parts is not None and parts.scheme not in SCHEMES:
+        why = f"its scheme is {parts.scheme + ':' if parts.scheme else 'missing'}, not one of {', '.join(SCHEMES)}"
+    elif parts is not None and parts.scheme != "file" and not parts.hostname:
+        why = "it names no host"
+    if why:
+        raise UsageError(
+            f"{where} {index_url!r} is not a package index URL: {why}",
+            hint=f"export TKV_SEAM_INDEX_URL={PYPI_SIMPLE}  (a PEP 691 Simple API root)",
+        )
+    return index_url
 
 
 class _SameScheme(urllib.request.HTTPRedirectHandler):
@@ -137,33 +160,15 @@ def _size(n: int) -> str:
 class Listing:
     url: str
     files: list[IndexFile]
-
-
-URL_HINT = "export TKV_SEAM_INDEX_URL=https://pypi.org/simple   (a PEP 691 Simple API root)"
-
-
-def _split(index_url: str) -> urllib.parse.SplitResult:
-    try:
-        return urllib.parse.urlsplit(index_url)
-    except ValueError as e:  # "http://[::1": an unclosed IPv6 address
-        raise UsageError(f"the index URL {index_url!r} is not a URL: {e}", hint=URL_HINT) from None
-
-
-def check_index_url(index_url: str) -> None:
-    """An http(s) URL with a host, carrying no credentials; else a usage error (exit 2)."""
-    parts = _split(index_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(
-            f"the index URL {index_url!r} is not an http(s) URL of a package index "
-            "(TKV_SEAM_INDEX_URL, PIP_INDEX_URL or --index-url)",
-            hint=URL_HINT,
-        )
-    no_credentials(index_url)
+    skipped: tuple[str, ...] = ()  # the entries that name no file (so cannot be read), and why
 
 
 def no_credentials(index_url: str) -> None:
     """Refuse an index URL carrying user:password (never sent, and never printed back)."""
-    parts = _split(index_url)
+    try:
+        parts = urllib.parse.urlsplit(index_url)
+    except ValueError:
+        return  # not a URL at all: ``checked_index_url`` says so
     if parts.username is not None or parts.password is not None:
         shown = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
         raise UsageError(
@@ -191,7 +196,7 @@ def _same_api_and_project(data: dict, project: str, url: str) -> None:
 
 def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
     """The project's page on the Simple API (PEP 691 JSON), checked and bounded."""
-    check_index_url(index_url)
+    checked_index_url(index_url)
     url = f"{index_url.rstrip('/')}/{urllib.parse.quote(project)}/"
     with _open(url, url, hint, SIMPLE_JSON) as resp:
         declared = resp.headers.get("Content-Length")
@@ -230,8 +235,19 @@ def listing(project: str, index_url: str, hint: str = INDEX_HINT) -> Listing:
             hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
         )
     _same_api_and_project(data, project, url)
-    entries = [_entry(f, url) for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)]
-    return Listing(url, entries)
+    entries, skipped = [], []
+    for i, f in enumerate(files):
+        if not isinstance(f, dict):  # a list of anything but entries is no project page
+            raise NetworkError(
+                f"{url} is not a PEP 691 project page (files[{i}] is a {type(f).__name__}; each entry is "
+                "an object naming its file)",
+                hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
+            )
+        if isinstance(f.get("filename"), str):
+            entries.append(_entry(f, url))
+        else:  # one odd entry does not hide the others; who lists releases says it was there
+            skipped.append(f"files[{i}] has no string 'filename'")
+    return Listing(url, entries, tuple(skipped))
 
 
 def download(

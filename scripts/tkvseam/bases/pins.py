@@ -14,6 +14,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from .. import git, hints
+from ..answer import Answer, plain
 from ..errors import SeamError, UsageError
 from ..outputs import is_inside, symlink_on_the_way
 from ..queue.series import Queue
@@ -28,6 +30,14 @@ class Sdist:
 
 @dataclass(frozen=True)
 class Image:
+    """The official image of a base: its revision label (vLLM's commit) and registry digests.
+
+    ``index_digest_prefix``: a prefix of the digest of the image index (the multi-arch manifest
+    list) the registry serves for ``name``; an engine that pulled it records it among the
+    image's ``RepoDigests``, and ``make image`` checks it there. ``digest``: the whole digest,
+    once known (the build then names the base by it).
+    """
+
     name: str
     revision_prefix: str
     index_digest_prefix: str = ""
@@ -244,11 +254,32 @@ def load_bases(path: Path, root: Path | None = None) -> dict[str, Base]:
     try:
         data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        hint = f"git diff -- {path}" if path.exists() else f"git checkout -- {path}"
-        raise SeamError(f"cannot read bases file {path}: {e}", hint=hint) from e
+        raise SeamError(f"cannot read bases file {path}: {e}", hint=_unreadable_hint(path)) from e
     bases = {name: _base(name, entry, path) for name, entry in data.items()}
     _check_queues(bases, path, Path(root) if root is not None else path.parent)
     return bases
+
+
+def _unreadable_hint(path: Path) -> str:
+    """The next step for a bases file that cannot be read: see what changed in it, get it back
+    from git, or (no such file where the project should be) name the project's directory."""
+    top = git.toplevel(path.parent) if path.parent.is_dir() else None
+    real = path.parent.resolve() / path.name
+    rel = real.relative_to(top).as_posix() if top is not None and real.is_relative_to(top) else None
+    if path.exists():
+        return (
+            hints.shell("git", "-C", top, "diff", "--", rel)
+            if rel
+            else f"read {hints.quote(path)} and fix it"
+        )
+    if rel and git.exists_at(top, "HEAD", rel):  # deleted from a checkout that has it
+        return hints.shell("git", "-C", top, "checkout", "--", rel)
+    if path.name != "bases.toml":  # --bases named it
+        return "give --bases an existing bases file (or leave --bases out: the project's bases.toml)"
+    return (
+        f"{hints.quote(path.parent)} is not the project (no bases.toml there): run tkv-seam from the "
+        "project's root, or give --root <the project> (or --bases <its bases.toml>)"
+    )
 
 
 def _queue_path(rel: str, name: str, path: Path, root: Path) -> str:
@@ -310,3 +341,23 @@ def get_base(
         candidates = [b for b in sorted(bases) if b != avoid] or ["<name>"]
         raise UsageError(f"unknown base {name!r}; known bases: {known}", hint=hint.format(candidates[0]))
     return bases[name]
+
+
+@dataclass
+class KnownBases(Answer):
+    """``bases``: every base of the bases file and its pins."""
+
+    bases: dict[str, Base]
+
+    def lines(self) -> list[str]:
+        return [
+            f"{name}\tcommit {b.commit_prefix}\t{b.sdist.filename} sha256 {b.sdist.sha256[:16]}…"
+            f"\timage {b.image.name}"
+            for name, b in self.bases.items()
+        ]
+
+    def to_json(self) -> dict:
+        return {
+            name: {"commit_prefix": b.commit_prefix, "sdist": plain(b.sdist), "image": plain(b.image)}
+            for name, b in self.bases.items()
+        }

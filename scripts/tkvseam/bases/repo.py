@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import git
+from ..answer import Answer
 from . import unpack
 from .pins import Base, lock_file
 from .sdist import sdist_hint, version_text, check_version_file, fetch_sdist
@@ -36,6 +37,33 @@ class BaseRepo:
     commit: str
     source: str  # "sdist" or "git"
     upstream_commit: str  # the upstream commit id (prefix) the source proved
+
+
+@dataclass
+class Fetched(Answer):
+    """``fetch``: the pristine base in the cache, checked, and the bytes downloaded for it now."""
+
+    base: str
+    repo: BaseRepo
+    fetched_bytes: int
+
+    def lines(self) -> list[str]:
+        r = self.repo
+        return [
+            f"{self.base}: pristine base {r.commit[:12]} ({r.source}, upstream {r.upstream_commit[:12]}) in "
+            f"{r.path}; fetched {self.fetched_bytes} bytes"
+        ]
+
+    def to_json(self) -> dict:
+        r = self.repo
+        return {
+            "base": self.base,
+            "commit": r.commit,
+            "source": r.source,
+            "upstream_commit": r.upstream_commit,
+            "path": str(r.path),
+            "fetched_bytes": self.fetched_bytes,
+        }
 
 
 @dataclass(frozen=True)

@@ -46,18 +46,24 @@ def find_sdist_url(base: Base, index_url: str) -> str:
     raise NetworkError(f"{page.url} lists no file {base.sdist.filename}")
 
 
-def verify_file(path: Path, sdist: Sdist) -> None:
-    """Check size and sha256 of a downloaded sdist; raise VerifyError on mismatch."""
+def mismatch(path: Path, sdist: Sdist) -> str | None:
+    """How the file at ``path`` differs from the pinned sdist (size, sha256), or None."""
     size = path.stat().st_size
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     if size != sdist.size or digest.hexdigest() != sdist.sha256:
+        return f"size {size}, sha256 {digest.hexdigest()}; expected size {sdist.size}, sha256 {sdist.sha256}"
+    return None
+
+
+def verify_file(path: Path, sdist: Sdist) -> None:
+    """Check size and sha256 of a downloaded sdist; raise VerifyError on mismatch."""
+    wrong = mismatch(path, sdist)
+    if wrong:
         raise VerifyError(
-            f"{path}: size {size}, sha256 {digest.hexdigest()}; "
-            f"expected size {sdist.size}, sha256 {sdist.sha256}",
-            hint=f"rm {path} and run the command again to download it afresh",
+            f"{path}: {wrong}", hint=f"rm {path} and run the command again to download it afresh"
         )
 
 
@@ -82,14 +88,13 @@ def fetch_sdist(
     except BaseException:
         part.unlink(missing_ok=True)  # nothing of a failed download is kept
         raise
-    try:
-        verify_file(part, base.sdist)
-    except VerifyError as e:
+    wrong = mismatch(part, base.sdist)
+    if wrong:
         part.unlink(missing_ok=True)
         raise VerifyError(
-            f"{url}: {e.message.split(': ', 1)[1]}; the download was deleted",
+            f"{url}: {wrong}; the download was deleted",
             hint="check that the index serves the pinned release (bases.toml), then run the command again",
-        ) from e
+        )
     os.replace(part, dest)
     return dest, fetched
 

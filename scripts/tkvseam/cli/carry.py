@@ -9,10 +9,9 @@ import sys
 
 import click
 
-from .. import hints
 from ..errors import EXIT_LINT
 
-from .options import Context, emit_json, force_option, json_option, pass_ctx
+from .options import Context, emit, emit_json, force_option, json_option, pass_ctx
 
 
 @click.command()
@@ -24,14 +23,9 @@ def carried(ctx: Context, as_json):
     ``make test`` checks each of them.
     """
     from ..bases.pins import load_bases
-    from ..bases.carried import carried_bases
+    from ..bases.carried import Carried, carried_bases
 
-    names = carried_bases(load_bases(ctx.bases_file, ctx.root), ctx.root)
-    if as_json:
-        emit_json({"carried": names})
-        return
-    for name in names:
-        click.echo(name)
+    emit(Carried(carried_bases(load_bases(ctx.bases_file, ctx.root), ctx.root)))
 
 
 @click.command("seam-table")
@@ -64,21 +58,13 @@ def seam_table(ctx: Context, base_name, source, plugin, ruff, force, as_json):
     bases = load_bases(ctx.bases_file, ctx.root)
     base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make seam-table BASE=v<version>)")
     table = seamtable.derive(ctx.root, bases, base, ctx.cache, source, plugin, ruff, progress=ctx.progress)
-    kept = seamtable.write(
+    seamtable.write(
         ctx.bases_file,
         table,
         force,
         keep=lambda: str(keep(ctx.root, [ctx.bases_file], f"seam-table-{base.name}")),
     )
-    if as_json:
-        emit_json(table.to_json() | {"kept": kept})
-        return
-    for line in table.lines():
-        click.echo(f"  {line}")
-    where = f" (the old file is kept in {kept})" if kept else ""
-    click.echo(
-        f"{base.name}: .seam table {table.status} in {ctx.bases_file.name}, from {table.source}'s{where}"
-    )
+    emit(table)
 
 
 @click.command("lock-cpu")
@@ -109,24 +95,11 @@ def lock_cpu(ctx: Context, base_name, find_links, torch_version, exclude_newer, 
     from ..release.cpulock import lock_cpu as do_lock
 
     base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make lock-cpu BASE=v<version>)")
-    result = do_lock(
-        ctx.root,
-        base,
-        ctx.cache,
-        list(find_links) or None,
-        torch_version,
-        exclude_newer,
-        index_url,
-        no_index,
-        progress=ctx.progress,
-    )
-    if as_json:
-        emit_json(result.to_json())
-        return
-    where = f" (the old one is kept in {result.kept})" if result.kept else ""
-    click.echo(
-        f"{result.path}: {result.status}{where}: {len(result.pins)} pins, torch {result.torch['version']}"
-        + (f" (the release asks for {result.torch['asked']})" if result.torch.get("asked") else "")
+    links = list(find_links) or None
+    emit(
+        do_lock(
+            ctx.root, base, ctx.cache, links, torch_version, exclude_newer, index_url, no_index, ctx.progress
+        )
     )
 
 
@@ -144,20 +117,7 @@ def retire(ctx: Context, base_name, force, as_json):
     """
     from ..release.retire import retire as do_retire
 
-    result = do_retire(ctx.root, ctx.bases_file, base_name, ctx.cache, force, ctx.progress)
-    if as_json:
-        emit_json(result.to_json())
-        return
-    for path in result.removed:
-        click.echo(f"  removed {path}")
-    for path in result.moved:
-        click.echo(f"  moved   {path}")
-    for path in result.left:
-        click.echo(f"  left    {path}")
-    click.echo(
-        f"{base_name}: retired; a copy of its queue, lock and the old bases file is in {result.kept}\n"
-        + (f"\n  commit it: {hints.shell('git', 'add', '-A', *result.to_commit)}" if result.to_commit else "")
-    )
+    emit(do_retire(ctx.root, ctx.bases_file, base_name, ctx.cache, force, ctx.progress))
 
 
 @click.command()
@@ -197,6 +157,7 @@ def carry(
     last patch is through, the new base's queue and PORT.md are written and linted: it is
     carried (make test checks it), with nothing else to edit.
     """
+    from ..edit.refresh import Exported
     from ..release.carry import Options
     from ..release.carry import carry as do_carry
 
@@ -208,7 +169,7 @@ def carry(
         for step in result.steps:
             click.echo(f"  {step.line()}")
         for e in result.exported:
-            click.echo(f"  {e['status']:9} {e['name']}")
+            click.echo(f"  {Exported(**e).label:9} {e['name']}")
         for problem in result.problems:
             click.echo(problem, err=True)
         click.echo(

@@ -61,7 +61,14 @@ class SeamGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["tkv_seam.args"] = tuple(args)  # the command line as given, for the boundary
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as e:  # the group's own options (before any command runs)
+            if not _wants_json(ctx):
+                raise
+            e.show()
+            self._json(ctx, e.format_message(), None, e.exit_code)
+            raise click.exceptions.Exit(e.exit_code) from None
 
     def invoke(self, ctx: click.Context):
         try:
@@ -71,6 +78,8 @@ class SeamGroup(click.Group):
         except SeamError as e:
             self._fail(ctx, e.message, e.hint, e.exit_code)
         except OSError as e:
+            if e.errno == errno.EPIPE:  # whoever read stdout is gone (`| head`): click exits 1, quietly
+                raise
             self._fail(ctx, *_os_error(e), EXIT_FAILURE)
         except click.exceptions.Exit:
             raise

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import click
 
+from ..answer import Answer
 from ..bases.pins import default_cache_dir, get_base, load_bases
 from ..progress import QUIET, StderrProgress
 
@@ -58,6 +60,31 @@ def emit_json(data) -> None:
             return
         obj.printed_json = True
     click.echo(json.dumps(data, indent=1, sort_keys=True))
+
+
+def emit(result: Answer) -> None:
+    """Print a command's answer, the one way every command does: its one JSON object (``--json``),
+    or its lines on stdout and then its notes on stderr; then exit with its code when not 0."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Context) if ctx else None
+    if obj is not None and obj.as_json:
+        emit_json(result.to_json())
+    else:
+        for line in result.lines():
+            click.echo(line)
+        for line in result.notes():
+            click.echo(line, err=True)
+    code = result.exit_code()
+    if code:
+        sys.exit(code)
+
+
+def say(line: str) -> None:
+    """One line of a long step's own output (a build log): stdout, or stderr under ``--json``
+    (where stdout holds only the JSON object)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Context) if ctx else None
+    click.echo(line, err=bool(obj and obj.as_json))
 
 
 def _remember_json(ctx: click.Context, _param, value: bool) -> bool:

@@ -13,10 +13,11 @@ from .options import (
     Context,
     absolute,
     base_option,
-    emit_json,
+    emit,
     json_option,
     pass_ctx,
     python_option,
+    say,
     tree_option,
 )
 
@@ -33,12 +34,9 @@ def overlay():
 def overlay_files(ctx: Context, base_name, as_json):
     """List the vllm/ files the base's queue patches (derived from the patches)."""
     from ..bases.carried import queue_overlay_paths
+    from ..overlay.stage import OverlayFiles
 
-    paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
-    if as_json:
-        emit_json(paths)
-    else:
-        click.echo("\n".join(paths))
+    emit(OverlayFiles(base_name, queue_overlay_paths(ctx.root, ctx.base(base_name))))
 
 
 @overlay.command("stage")
@@ -65,12 +63,7 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     out = absolute(out) if out else ctx.root / "build" / f"overlay-{base_name}"
     _refuse_stage_dir(ctx, base_name, out)
     paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
-    manifest = stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress)
-    if as_json:
-        emit_json({"out": str(out), **manifest})
-        return
-    changed = sum(f["pristine_sha256"] != f["patched_sha256"] for f in manifest["files"])
-    click.echo(f"{out}: {len(manifest['files'])} files ({changed} patched) for {manifest['commit'][:12]}")
+    emit(stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress))
 
 
 def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
@@ -94,7 +87,25 @@ def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
             )
 
 
-def _install(ctx: Context, base_name, tree, python, commit_of, as_json, verb):
+def _other_bases(ctx: Context, base_name: str, verb: str, python: Path) -> dict[str, str]:
+    """vLLM version -> the command doing ``verb`` with that carried base's overlay in ``python``'s venv
+    (a venv holding another carried release is answered with its own base)."""
+    from ..bases.carried import carried_bases
+    from ..bases.pins import load_bases
+
+    bases = load_bases(ctx.bases_file, ctx.root)
+    out = {}
+    for name in carried_bases(bases, ctx.root):
+        if name == base_name:
+            continue
+        cmd = hints.tool("overlay", verb, "--base", name, "--python", python)
+        if not ctx.tree(None, name).is_dir():
+            cmd = f"{hints.make('apply', BASE=name)} && {cmd}"
+        out[bases[name].version] = cmd
+    return out
+
+
+def _install(ctx: Context, base_name, tree, python, commit_of, verb):
     from ..bases.carried import queue_overlay_paths
     from ..overlay.stage import install_commit, restore_paths
     from ..tree.seamtree import SeamTree
@@ -128,11 +139,9 @@ def _install(ctx: Context, base_name, tree, python, commit_of, as_json, verb):
         own_venv,
         again,
         ctx.progress,
+        others=_other_bases(ctx, base_name, verb, venv_python),
     )
-    if as_json:
-        emit_json(done.to_json())
-    else:
-        click.echo(done.output.rstrip())
+    emit(done)
 
 
 @overlay.command("install")
@@ -148,7 +157,7 @@ def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
     --python may name any venv holding the base's stock vLLM (your own); a venv that
     already holds an overlay is told so, and restore puts its pristine files back.
     """
-    _install(ctx, base_name, tree, python, lambda state: commit, as_json, "install")
+    _install(ctx, base_name, tree, python, lambda state: commit, "install")
 
 
 @overlay.command("restore")
@@ -159,7 +168,7 @@ def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
 @pass_ctx
 def overlay_restore(ctx: Context, base_name, tree, python, as_json):
     """Put the pristine base files back into the venv."""
-    _install(ctx, base_name, tree, python, lambda state: state.base_commit, as_json, "restore")
+    _install(ctx, base_name, tree, python, lambda state: state.base_commit, "restore")
 
 
 @click.command()
@@ -236,7 +245,6 @@ def image(
     from ..image.engine import client
     from ..image.build import push as do_push
 
-    log = (lambda line: click.echo(line, err=True)) if as_json else click.echo
     if push and not registry and not (tag and registry_of(parse_reference(tag)[0])):
         raise SeamError(
             "--push needs a registry: REGISTRY=<host[:port]> (or IMAGE_TAG naming one)",
@@ -251,37 +259,16 @@ def image(
         turbo_attn,
         stand_in,
         tag,
-        log=log,
+        log=say,
         cache=ctx.cache,
         registry=registry,
         repository=repository,
         source=source,
         progress=ctx.progress,
     )
-    if as_json:
-        pushed = do_push(client(), result.tag, log, ctx.progress) if push else None
-        emit_json({**result.to_json(), "push": pushed})
-        return
-    for layer in result.added_layers:
-        click.echo(f"layer {layer['size'] / 1e6:8.2f} MB  {layer['created_by']}")
-    for removed in result.removed:
-        click.echo(
-            f"removed {removed[:19]}: the image this tag named before (built by tkv-seam, now untagged)"
-        )
-    click.echo(
-        f"built {result.tag} ({result.image_id[:19]}) on {result.base_image} "
-        f"(revision {result.base_revision}); added {result.added_bytes / 1e6:.2f} MB"
-    )
-    click.echo(
-        f"plugin: {result.plugin} (hash-checked)" if result.plugin else "plugin: none (TURBO_ATTN= given)"
-    )
-    if result.stand_in:
-        click.echo("stand-in base: for trying the build here, not for serving or shipping")
-    if result.run_hint:
-        click.echo(f"run:  {result.run_hint}")
     if push:
-        pushed = do_push(client(), result.tag, log, ctx.progress)
-        click.echo(f"pushed {pushed['reference']}: digest {pushed['digest']}  (pull {pushed['pinned']})")
+        result.push = do_push(client(), result.tag, say, ctx.progress)
+    emit(result)
 
 
 def image_repository() -> str:
@@ -312,22 +299,14 @@ def standin(ctx: Context, base_name, tree, installer, tag, as_json):
     locked packages, uv (unless --installer none). Build on it with `make image STAND_IN=1`.
     """
     from ..image.engine import client
-    from ..image.standin import default_tag, make_stand_in
+    from ..image.standin import make_stand_in
 
     base = ctx.base(base_name, hint="make standin BASE={}")
-    made = make_stand_in(
-        client(), ctx.root, ctx.tree(tree, base_name), base, ctx.cache, installer, tag, ctx.progress
+    emit(
+        make_stand_in(
+            client(), ctx.root, ctx.tree(tree, base_name), base, ctx.cache, installer, tag, ctx.progress
+        )
     )
-    if as_json:
-        emit_json(made.to_json())
-        return
-    click.echo(
-        f"stand-in {made.tag} ({made.image_id[:19]}): {base.name}'s vllm/*.py, {made.packages} package "
-        f"records, installer {made.installer}"
-    )
-    named = "" if made.tag == default_tag(base.name) else f" BASE_IMAGE={made.tag}"
-    plugin = "" if installer == "uv" else " TURBO_ATTN="
-    click.echo(f"next: make image BASE={base.name} STAND_IN=1{named}{plugin}")
 
 
 COMMANDS = [overlay, image, standin]

@@ -221,7 +221,7 @@ def _finished(done, as_json) -> None:
         )
     else:
         for e in done.exported:
-            click.echo(f"{e.status:9} {queue.patches}/{e.name}")
+            click.echo(e.line(queue.patches))
         for prob in done.problems:
             click.echo(prob, err=True)
         skipped = [d for d in state.port.done if d.status == "skipped"]

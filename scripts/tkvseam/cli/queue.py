@@ -7,12 +7,11 @@ group, ``cli.SeamGroup``, maps them once). ``COMMANDS`` lists what ``cli`` regis
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
-from ..errors import EXIT_LINT, TOOL, SeamError
-from .options import Context, base_option, emit_json, force_option, json_option, pass_ctx, tree_option
+from ..errors import TOOL, SeamError
+from .options import Context, base_option, emit, force_option, json_option, pass_ctx, tree_option
 
 git_option = click.option(
     "--git",
@@ -27,22 +26,9 @@ git_option = click.option(
 @json_option
 def bases(ctx: Context, as_json):
     """List the known bases and their pins."""
-    from ..bases.pins import load_bases
+    from ..bases.pins import KnownBases, load_bases
 
-    known = load_bases(ctx.bases_file, ctx.root)
-    if as_json:
-        emit_json(
-            {
-                n: {"commit_prefix": b.commit_prefix, "sdist": vars(b.sdist), "image": vars(b.image)}
-                for n, b in known.items()
-            }
-        )
-        return
-    for name, b in known.items():
-        click.echo(
-            f"{name}\tcommit {b.commit_prefix}\t{b.sdist.filename} sha256 {b.sdist.sha256[:16]}…"
-            f"\timage {b.image.name}"
-        )
+    emit(KnownBases(load_bases(ctx.bases_file, ctx.root)))
 
 
 @click.command()
@@ -56,26 +42,10 @@ def fetch(ctx: Context, base_name, git_url, as_json):
     Also re-checks every object of the cached base repository (rebuilt from the sdist
     when damaged).
     """
-    from ..bases.repo import base_repo
+    from ..bases.repo import Fetched, base_repo
 
     base = ctx.base(base_name, hint=TOOL + " fetch --base {}")
-    repo, fetched = base_repo(base, ctx.cache, git_url, progress=ctx.progress, full_check=True)
-    if as_json:
-        emit_json(
-            {
-                "base": base_name,
-                "commit": repo.commit,
-                "source": repo.source,
-                "upstream_commit": repo.upstream_commit,
-                "path": str(repo.path),
-                "fetched_bytes": fetched,
-            }
-        )
-        return
-    click.echo(
-        f"{base_name}: pristine base {repo.commit[:12]} ({repo.source}, upstream "
-        f"{repo.upstream_commit[:12]}) in {repo.path}; fetched {fetched} bytes"
-    )
+    emit(Fetched(base_name, *base_repo(base, ctx.cache, git_url, progress=ctx.progress, full_check=True)))
 
 
 @click.command()
@@ -94,24 +64,12 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
     from ..edit.apply import apply_series
 
     base = ctx.base(base_name)
-    result = apply_series(
-        ctx.root,
-        base,
-        ctx.tree(tree, base_name),
-        ctx.cache,
-        git_url=git_url,
-        force=force,
-        progress=ctx.progress,
-    )
-    if as_json:
-        emit_json(result.to_json() | {"upstream_commit_prefix": base.commit_prefix})
-    else:
-        state = "up to date" if result.up_to_date else "applied"
-        click.echo(
-            f"{result.tree}: {state}: {len(result.patches)} patches on {result.base} "
-            f"(upstream vLLM commit {base.commit_prefix}; local base commit {result.base_commit[:12]}), "
-            f"HEAD {result.head[:12]} ({result.seconds:.1f} s)"
+    tree_path = ctx.tree(tree, base_name)
+    emit(
+        apply_series(
+            ctx.root, base, tree_path, ctx.cache, git_url=git_url, force=force, progress=ctx.progress
         )
+    )
 
 
 @click.command()
@@ -125,20 +83,7 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
     from ..edit.refresh import refresh as do_refresh
 
     base = ctx.base(base_name, hint="make refresh BASE={}")
-    report = do_refresh(
-        ctx.root,
-        base,
-        ctx.tree(tree, base_name),
-        force=force,
-        progress=ctx.progress,
-    )
-    if as_json:
-        emit_json([vars(r) for r in report])
-        return
-    changed = [r for r in report if r.status != "unchanged"]
-    for r in changed:
-        click.echo(f"{r.status:9} {base.queue.patches}/{r.name}")
-    click.echo(f"{len(report) - len(changed)} unchanged, {len(changed)} changed")
+    emit(do_refresh(ctx.root, base, ctx.tree(tree, base_name), force=force, progress=ctx.progress))
 
 
 @click.command()
@@ -149,18 +94,11 @@ def refresh(ctx: Context, base_name, tree, force, as_json):
 @pass_ctx
 def lint(ctx: Context, base_name, as_json):
     """Check a queue (series + patches): agreement, parsing, header fields, paths, markers."""
+    from ..queue.lint import Linted
     from ..queue.lint import lint as do_lint
     from ..queue.series import DEFAULT_QUEUE
 
-    problems = do_lint(ctx.root, ctx.base(base_name).queue if base_name else DEFAULT_QUEUE)
-    if as_json:
-        emit_json({"ok": not problems, "problems": [p.to_json() for p in problems]})
-    else:
-        for p in problems:
-            click.echo(str(p), err=True)
-        click.echo(f"lint: {len(problems)} problem(s)" if problems else "lint: ok")
-    if problems:
-        sys.exit(EXIT_LINT)
+    emit(Linted(do_lint(ctx.root, ctx.base(base_name).queue if base_name else DEFAULT_QUEUE)))
 
 
 @click.command()
@@ -171,17 +109,9 @@ def lint(ctx: Context, base_name, as_json):
 @pass_ctx
 def stylecheck(ctx: Context, base_name, tree, ruff, as_json):
     """Run the base's style gate (its ruff pin, the tree's pyproject) on every patched .py file."""
-    from ..edit.stylecheck import stylecheck as run_stylecheck
+    from ..edit.stylecheck import gate
 
-    problems = run_stylecheck(ctx.root, ctx.tree(tree, base_name), ctx.base(base_name), ctx.cache, ruff)
-    if as_json:
-        emit_json({"ok": not problems, "problems": problems})
-    for p in problems:
-        click.echo(p, err=True)
-    if not as_json:
-        click.echo(f"stylecheck: {len(problems)} problem(s)" if problems else "stylecheck: ok")
-    if problems:
-        sys.exit(EXIT_LINT)
+    emit(gate(ctx.root, ctx.tree(tree, base_name), ctx.base(base_name), ctx.cache, ruff))
 
 
 @click.command()
@@ -207,35 +137,18 @@ def drift(click_ctx: click.Context, slug, base_name, as_json):
     """
     from ..bases.pins import load_bases
     from ..queue.drift import drift as do_drift
-    from ..queue.drift import matrix
+    from ..queue.interdiff import patch_drift
 
     ctx = click_ctx.find_object(Context)
     bases = load_bases(ctx.bases_file, ctx.root)
     if slug:
-        from ..queue.interdiff import patch_drift, render
-
-        diffs = patch_drift(ctx.root, bases, slug, base_name)
-        if as_json:
-            emit_json({"slug": diffs[0].slug if diffs else slug, "diffs": [d.to_json() for d in diffs]})
-            return
-        click.echo("\n".join(render(d) for d in diffs) if diffs else f"{slug}: on no two consecutive bases")
+        emit(patch_drift(ctx.root, bases, slug, base_name))
         return
     if base_name and click_ctx.get_parameter_source("base_name") == click.core.ParameterSource.COMMANDLINE:
         raise SeamError(
             "--base goes with --diff <slug>", hint=f"make drift DIFF=<slug> BASE={base_name}", exit_code=2
         )
-    names, rows = do_drift(ctx.root, bases)
-    if as_json:
-        emit_json({"bases": names, "rows": [vars(r) for r in rows], "matrix": matrix(names, rows)})
-        return
-    for row in rows:
-        click.echo(row.slug)
-        for name in names:
-            click.echo(
-                f"    {name:10} {row.cells.get(name) or 'no queue'}"
-                + (f"  ({row.names[name]})" if name in row.names else "")
-            )
-    click.echo("\n" + matrix(names, rows))
+    emit(do_drift(ctx.root, bases))
 
 
 COMMANDS = [bases, fetch, apply, refresh, lint, stylecheck, drift]

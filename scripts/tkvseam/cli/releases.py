@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from .. import hints
-from ..errors import EXIT_NEWER, UsageError
-from .options import Context, emit_json, json_option, pass_ctx
+from ..errors import UsageError
+from .options import Context, emit, json_option, pass_ctx
 
 
 @click.command()
@@ -26,15 +24,8 @@ def pin(ctx: Context, version, yanked, as_json):
     """
     from ..release.pin import pin as do_pin
 
-    result = do_pin(
-        ctx.bases_file, version, ctx.cache, allow_yanked=yanked, progress=ctx.progress, root=ctx.root
-    )
-    if as_json:
-        emit_json(result.to_json())
-        return
-    click.echo(
-        f"{result.name}: {result.status} in {result.bases_file}: commit {result.commit_prefix}, "
-        f"{result.sdist['filename']} size {result.sdist['size']} sha256 {result.sdist['sha256'][:16]}…"
+    emit(
+        do_pin(ctx.bases_file, version, ctx.cache, allow_yanked=yanked, progress=ctx.progress, root=ctx.root)
     )
 
 
@@ -68,42 +59,11 @@ def watch(ctx: Context, since, pre, yanked, report, write, as_json):
         raise UsageError(
             "--write only makes sense with --report", hint=hints.make("watch", REPORT="1", WRITE="1")
         )
-    result = do_watch(
-        ctx.root,
-        ctx.bases_file,
-        ctx.cache,
-        since,
-        pre,
-        yanked,
-        report,
-        write,
-        progress=ctx.progress,
-    )
-    if as_json:
-        emit_json(result.to_json())
-    else:
-        for r in result.releases:
-            flags = ", ".join(
-                f for f, on in (("pre-release", r["prerelease"]), ("yanked", r["yanked"])) if on
-            )
-            click.echo(
-                r.get("line")
-                or f"{r['version']}: "
-                + (r.get("error") or ("pinned" if r["pinned"] else "not pinned"))
-                + (f" ({flags})" if flags else "")
-            )
-        versions = ", ".join(r["version"] for r in result.releases)
-        click.echo(
-            f"watch: {len(result.releases)} release(s) newer than {result.since} ({result.since_version}): "
-            f"{versions}"
-            if result.releases
-            else f"watch: no release newer than {result.since} ({result.since_version})"
+    emit(
+        do_watch(
+            ctx.root, ctx.bases_file, ctx.cache, since, pre, yanked, report, write, progress=ctx.progress
         )
-    if result.errors:
-        click.echo(f"Error: {result.errors[0]}", err=True)
-        sys.exit(result.errors[0].exit_code)
-    if result.releases:
-        sys.exit(EXIT_NEWER)
+    )
 
 
 COMMANDS = [pin, watch]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import sys
+from dataclasses import dataclass
 
 import click
 
 from .. import hints
-from ..errors import SeamError
-from .options import Context, base_option, emit_json, json_option, pass_ctx, python_option, tree_option
+from ..answer import Answer
+from ..errors import EXIT_TESTS, SeamError
+from .options import Context, base_option, emit, json_option, pass_ctx, python_option, tree_option
 
 
 def _runner(ctx: Context, base_name, tree, python, slots):
@@ -76,25 +77,34 @@ def seamtest_command(name: str):
     return decorate
 
 
-def _run_lanes(ctx: Context, runner, lanes, as_json) -> None:
-    from ..errors import EXIT_TESTS
+@dataclass
+class Lanes(Answer):
+    """The reports of one run's lanes (``seamtest.runner.LaneReport``): one lane's data as it is,
+    several keyed by lane; exit 9 when any failed."""
+
+    reports: list
+
+    def lines(self) -> list[str]:
+        many = len(self.reports) > 1
+        return [line for rep in self.reports for line in ([f"== {rep.lane}"] if many else []) + rep.lines]
+
+    def to_json(self) -> dict:
+        if len(self.reports) == 1:
+            return self.reports[0].data
+        return {rep.lane: rep.data for rep in self.reports}
+
+    def exit_code(self) -> int:
+        return 0 if all(rep.ok for rep in self.reports) else EXIT_TESTS
+
+
+def _run_lanes(ctx: Context, runner, lanes) -> None:
     from ..seamtest.runner import run_lanes
 
     reports = run_lanes(runner, lanes)
-    for rep in reports:
+    for rep in reports:  # what a run says on the way (a cached baseline used): stderr, in both modes
         for note in rep.notes:
             click.echo(note, err=True)
-    if as_json:
-        data = {rep.lane: rep.data for rep in reports}
-        emit_json(data if len(reports) > 1 else reports[0].data)
-    else:
-        for rep in reports:
-            if len(reports) > 1:
-                click.echo(f"== {rep.lane}")
-            for line in rep.lines:
-                click.echo(line)
-    if not all(rep.ok for rep in reports):
-        sys.exit(EXIT_TESTS)
+    emit(Lanes(reports))
 
 
 def _patch_numbers(runner, selected: tuple[str, ...]) -> set[int] | None:
@@ -128,7 +138,7 @@ def seamtest_bisect(ctx: Context, base_name, tree, python, slots, as_json, patch
     from ..seamtest.bisect import BisectLane
 
     runner = _runner(ctx, base_name, tree, python, slots)
-    _run_lanes(ctx, runner, [BisectLane(_patch_numbers(runner, patches))], as_json)
+    _run_lanes(ctx, runner, [BisectLane(_patch_numbers(runner, patches))])
 
 
 @seamtest_command("full")
@@ -142,7 +152,7 @@ def seamtest_full(ctx: Context, base_name, tree, python, slots, as_json, cuda_al
     from ..seamtest.full import CudaAlikeLane, FullLane
 
     lane = CudaAlikeLane() if cuda_alike else FullLane()
-    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane], as_json)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane])
 
 
 no_cache_option = click.option(
@@ -158,7 +168,7 @@ def seamtest_upstream(ctx: Context, base_name, tree, python, slots, as_json, fil
     from ..seamtest.upstream import UpstreamLane
 
     lane = UpstreamLane(tuple(files), use_cache=not no_cache)
-    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane], as_json)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane])
 
 
 @seamtest_command("plugin")
@@ -166,7 +176,7 @@ def seamtest_plugin(ctx: Context, base_name, tree, python, slots, as_json):
     """The base's turbo-attn pin: breaks stock vLLM, loads and plans on the patched vLLM."""
     from ..seamtest.plugin import PluginLane
 
-    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [PluginLane()], as_json)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [PluginLane()])
 
 
 @seamtest_command("all")
@@ -177,7 +187,7 @@ def seamtest_all(ctx: Context, base_name, tree, python, slots, as_json, no_cache
     from ..seamtest.upstream import UpstreamLane
 
     lanes = [UpstreamLane(use_cache=not no_cache) if n == "upstream" else LANES[n]() for n in DEFAULT]
-    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), lanes, as_json)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), lanes)
 
 
 @seamtest_command("differential")
@@ -185,7 +195,7 @@ def seamtest_differential(ctx: Context, base_name, tree, python, slots, as_json)
     """Patched vs pristine base modules on random inputs (tests/differential), full series."""
     from ..seamtest.differential import DifferentialLane
 
-    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [DifferentialLane()], as_json)
+    _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [DifferentialLane()])
 
 
 COMMANDS = [seamtest]

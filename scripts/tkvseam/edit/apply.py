@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import git, hints
+from ..answer import Answer
 from ..bases.pins import Base
 from ..bases.repo import base_repo
 from ..tree.commits import CorruptObject, commit_series
@@ -34,7 +35,7 @@ __all__ = ["AppliedPatch", "ApplyResult", "BASE_TAG", "BRANCH", "apply_series", 
 
 
 @dataclass
-class ApplyResult:
+class ApplyResult(Answer):
     tree: str
     base: str
     source: str
@@ -48,11 +49,20 @@ class ApplyResult:
     patches: list[AppliedPatch] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # refs keeping what --force dropped
     inputs: dict[str, str] = field(default_factory=dict)
+    upstream_commit_prefix: str = ""  # the pin's longest prefix of the upstream commit
 
     def to_json(self) -> dict:
         data = asdict(self)
         data.pop("inputs")
         return data
+
+    def lines(self) -> list[str]:
+        state = "up to date" if self.up_to_date else "applied"
+        return [
+            f"{self.tree}: {state}: {len(self.patches)} patches on {self.base} (upstream vLLM commit "
+            f"{self.upstream_commit_prefix}; local base commit {self.base_commit[:12]}), HEAD {self.head[:12]} "
+            f"({self.seconds:.1f} s)"
+        ]
 
     def state(self) -> TreeState:
         return TreeState(
@@ -140,6 +150,7 @@ def apply_series(
             progress.step(f"{tree} is up to date ({len(patches)} patches on {base.name})")
             result = ApplyResult.from_state(tree, state)
             result.up_to_date = True
+            result.upstream_commit_prefix = base.commit_prefix
             result.seconds = time.monotonic() - started
             return result
         repo, fetched = base_repo(base, cache, git_url, index_url, progress)
@@ -157,6 +168,7 @@ def apply_series(
                 patches=applied,
                 dropped=dropped,
                 inputs=series.file_digests(),
+                upstream_commit_prefix=base.commit_prefix,
             )
 
         if state and state.base_commit == repo.commit and not git.status_paths(tree):

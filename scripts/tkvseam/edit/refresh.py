@@ -8,10 +8,12 @@ gives each flag's reason) with the ``Date:`` header dropped: no timestamps.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from .. import git, hints
+from ..answer import Answer, plain
 from .apply import inputs_digest
 from ..bases.pins import Base
 from ..errors import RefusedError, SeamError
@@ -26,10 +28,54 @@ from ..tree.state import AppliedPatch, TreeState
 VERDICTS = "PORT.md"  # a port's verdict table, beside the new queue's patches
 
 
+class ExportStatus(StrEnum):
+    """What writing a queue did to one patch file."""
+
+    UNCHANGED = "unchanged"
+    UPDATED = "updated"
+    ADDED = "added"
+    REMOVED = "removed"
+
+
 @dataclass
 class Exported:
+    """One patch file of a written queue: what happened to it, and the header fields its commit
+    message had lost that were put back from the patch it replaced (``keep_header``)."""
+
     name: str
-    status: str  # "unchanged", "updated", "added", "removed"
+    status: ExportStatus
+    kept: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """``updated (kept Reason, Verdict)``: the status as a person reads it."""
+        return self.status + (f" (kept {', '.join(self.kept)})" if self.kept else "")
+
+    def line(self, patches: str) -> str:
+        return f"{self.label:9} {patches}/{self.name}"
+
+
+@dataclass
+class Refreshed(Answer):
+    """``refresh``: the queue written from the tree's commits."""
+
+    base: str
+    series: str  # the queue's series file, project-relative
+    patches: str  # its patch directory
+    exported: list[Exported]
+
+    @property
+    def changed(self) -> list[Exported]:
+        return [e for e in self.exported if e.status != ExportStatus.UNCHANGED]
+
+    def lines(self) -> list[str]:
+        changed = self.changed
+        return [e.line(self.patches) for e in changed] + [
+            f"{len(self.exported) - len(changed)} unchanged, {len(changed)} changed"
+        ]
+
+    def to_json(self) -> dict:
+        return plain(self) | {"changed": len(self.changed)}
 
 
 def format_commit(tree: Path, commit: str) -> str:
@@ -167,14 +213,14 @@ def write_queue(
         path = patches / name
         data = text.encode("utf-8")
         if path.exists() and path.read_bytes() == data:
-            report.append(Exported(name, "unchanged"))
+            report.append(Exported(name, ExportStatus.UNCHANGED))
             continue
-        status = "updated" if path.exists() else "added"
-        report.append(Exported(name, status + (f" (kept {', '.join(kept)})" if kept else "")))
+        status = ExportStatus.UPDATED if path.exists() else ExportStatus.ADDED
+        report.append(Exported(name, status, kept))
         atomic_write(path, data)
     for name in gone:
         old.path(name).unlink()
-        report.append(Exported(name, "removed"))
+        report.append(Exported(name, ExportStatus.REMOVED))
     if old.names != order or not old.file.exists():
         write_series(root, order, queue)
     return report
@@ -208,13 +254,36 @@ def record_export(tree: Path, state: TreeState, base: Base, root: Path, order: l
     state.inputs = series.file_digests()
 
 
-def refresh(
-    root: Path, base: Base, tree: Path, force: bool = False, progress: Progress = QUIET
-) -> list[Exported]:
+def refresh(root: Path, base: Base, tree: Path, force: bool = False, progress: Progress = QUIET) -> Refreshed:
     """Export the tree's commits to ``base``'s own queue (bases.toml); refuse to lose work."""
     seam = SeamTree(tree)
     with seam.locked(progress):
-        return _refresh(root, base, seam, force, progress)
+        exported = _refresh(root, base, seam, force, progress)
+    return Refreshed(base.name, base.queue.series, base.queue.patches, exported)
+
+
+def fold_hint(tree: Path, state: TreeState, dirty: list[tuple[str, str]]) -> str:
+    """How uncommitted edits of a build tree reach the queue: folded into their patch's commit
+    (README.md, 'Edit a patch'), the patch named when every edited file is one patch's."""
+    owner = {}  # path -> the slug of the last patch that touches it
+    for applied in state.patches:
+        slug = applied.name.removesuffix(".patch").split("-", 1)[-1]
+        owner.update({path: slug for path in applied.files})
+    slugs = {owner.get(path) for _, path in dirty}
+    slug = slugs.pop() if len(slugs) == 1 and None not in slugs else "<slug>"
+    fixup = f"--fixup=:/^{slug}:"
+    if any(st.strip() in ("", "??") for st, _ in dirty):  # an untracked file: commit -a leaves it out
+        fold = f"{hints.shell('git', '-C', tree, 'add', '-A')} && {hints.shell('git', '-C', tree, 'commit', fixup)}"
+    else:
+        fold = hints.shell("git", "-C", tree, "commit", "-a", fixup)
+    squash = "GIT_SEQUENCE_EDITOR=: " + hints.shell(
+        "git", "-C", tree, "rebase", "-i", "--autosquash", BASE_TAG
+    )
+    return (
+        f"fold them into their patch's commit: `{fold}`, then "
+        f"`{squash}` (a new patch: commit it with the subject '<slug>: <summary>'); or stash them "
+        f"(`{hints.shell('git', '-C', tree, 'stash', '-u')}`); then refresh again"
+    )
 
 
 def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Progress) -> list[Exported]:
@@ -244,9 +313,7 @@ def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Prog
         shown = "\n".join(f"    {st.strip() or '??'} {path}" for st, path in dirty[:10])
         raise RefusedError(
             f"{tree} has uncommitted changes ({len(dirty)} paths); refresh exports commits only:\n{shown}",
-            hint=f"commit them (`{hints.shell('git', '-C', tree, 'add', '-A')} && "
-            f"{hints.shell('git', '-C', tree, 'commit')}`) or stash them "
-            f"(`{hints.shell('git', '-C', tree, 'stash', '-u')}`), then refresh again",
+            hint=fold_hint(tree, state, dirty),
         )
     series = read_series(root, base.queue, base.name)
     if inputs_digest(base, state.source, series) != state.digest:

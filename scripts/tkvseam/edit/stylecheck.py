@@ -18,13 +18,35 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from .. import git
+from .. import git, hints
+from ..answer import Answer
 from ..bases.pins import Base
-from ..errors import SeamError
+from ..errors import EXIT_LINT, SeamError, UsageError
 from ..queue.patch import Patch
 from ..queue.series import read_series
+from ..tree.seamtree import SeamTree
+
+
+@dataclass
+class StyleReport(Answer):
+    """What the style gate found (exit 6 when anything)."""
+
+    problems: list[str]
+
+    def notes(self) -> list[str]:
+        return self.problems
+
+    def lines(self) -> list[str]:
+        return [f"stylecheck: {len(self.problems)} problem(s)" if self.problems else "stylecheck: ok"]
+
+    def to_json(self) -> dict:
+        return {"ok": not self.problems, "problems": self.problems}
+
+    def exit_code(self) -> int:
+        return EXIT_LINT if self.problems else 0
 
 
 def _version(exe: str) -> str:
@@ -62,6 +84,32 @@ def _gate_ruff(base: Base, cache: Path, explicit: str | None) -> str:
 def _py_files(patches: Sequence[Patch]) -> list[str]:
     """The .py files the patches leave in the tree (deleted files are not checked)."""
     return sorted({fc.path for p in patches for fc in p.files if fc.new and fc.path.endswith(".py")})
+
+
+def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> StyleReport:
+    """``stylecheck``: the gate in ``tree``, which must be a tree tkv-seam made of ``base`` (a build
+    or a port tree): the files it checks are that base's queue's, as the tree holds them."""
+    state = SeamTree(tree).load()
+    if state is None:
+        own = tree == root / "build" / f"vllm-{base.name}"
+        if own or tree.exists():  # the base's build tree; a directory not the tool's stays as it is
+            hint = hints.make("lint-patches", BASE=base.name) + "   (applies the queue, then runs the gate)"
+            hint += "" if own else f"; or give --tree a tree tkv-seam made of {base.name}"
+        else:
+            make = hints.tool("apply", "--base", base.name, "--tree", tree)
+            hint = f"`{make}`, then `{hints.tool('stylecheck', '--base', base.name, '--tree', tree)}`"
+        raise UsageError(
+            f"{tree} is not a tree tkv-seam made (no build or port tree there): the style gate reads the "
+            f"patched files of {base.name}'s queue from it",
+            hint=hint,
+        )
+    if state.base != base.name:
+        raise UsageError(
+            f"{tree} holds {state.base}, not {base.name}: the style gate would check {base.name}'s files "
+            f"with {base.name}'s ruff in it",
+            hint=hints.tool("stylecheck", "--base", state.base, "--tree", tree),
+        )
+    return StyleReport(stylecheck(root, tree, base, cache, ruff))
 
 
 def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> list[str]:

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..answer import Answer, plain
 from ..bases.pins import Base
 from .. import hints
 from ..errors import DockerError, UsageError
 from ..outputs import seal_output_dir
 from ..bases.carried import queue_overlay_paths
-from ..overlay.stage import replace_context_dir, stage
+from ..overlay.stage import Manifest, replace_context_dir, stage
 from ..progress import QUIET, Progress
 
 # the image's names and labels (imagename); the ``X as X`` ones are re-exported for callers of image
@@ -61,7 +62,25 @@ _STEP_HINTS = {
 
 
 @dataclass
-class ImageResult:
+class Layer:
+    """A layer the build added on top of the base image."""
+
+    created_by: str  # the Dockerfile step (its last 120 characters)
+    size: int  # bytes
+
+
+@dataclass
+class Pushed:
+    """What the registry holds after a push."""
+
+    reference: str
+    digest: str  # the pushed manifest's
+    size: int | None
+    pinned: str  # repository@digest: what to pull to get exactly this image
+
+
+@dataclass
+class ImageResult(Answer):
     tag: str
     image_id: str
     base_image: str
@@ -70,12 +89,13 @@ class ImageResult:
     stand_in: bool = False
     plugin: str = ""  # the plugin requirement installed ("" none)
     labels: dict[str, str] = field(default_factory=dict)
-    added_layers: list[dict] = field(default_factory=list)
+    added_layers: list[Layer] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # images of ours this build left untagged, removed
+    push: Pushed | None = None  # set once pushed
 
     @property
     def added_bytes(self) -> int:
-        return sum(layer["size"] for layer in self.added_layers)
+        return sum(layer.size for layer in self.added_layers)
 
     @property
     def run_hint(self) -> str | None:
@@ -85,13 +105,35 @@ class ImageResult:
         return f"docker run --gpus all -p 8000:8000 {self.tag} <model> --kv-cache-dtype tkv"
 
     def to_json(self) -> dict:
-        return {**asdict(self), "added_bytes": self.added_bytes, "run": self.run_hint}
+        return {**plain(self), "added_bytes": self.added_bytes, "run": self.run_hint}
+
+    def lines(self) -> list[str]:
+        out = [f"layer {layer.size / 1e6:8.2f} MB  {layer.created_by}" for layer in self.added_layers]
+        out += [
+            f"removed {removed[:19]}: the image this tag named before (built by tkv-seam, now untagged)"
+            for removed in self.removed
+        ]
+        out.append(
+            f"built {self.tag} ({self.image_id[:19]}) on {self.base_image} (revision {self.base_revision}); "
+            f"added {self.added_bytes / 1e6:.2f} MB"
+        )
+        out.append(
+            f"plugin: {self.plugin} (hash-checked)" if self.plugin else "plugin: none (TURBO_ATTN= given)"
+        )
+        if self.stand_in:
+            out.append("stand-in base: for trying the build here, not for serving or shipping")
+        if self.run_hint:
+            out.append(f"run:  {self.run_hint}")
+        if self.push:
+            p = self.push
+            out.append(f"pushed {p.reference}: digest {p.digest}  (pull {p.pinned})")
+        return out
 
 
 # --------------------------------------------------------------------------- build
 
 
-def stage_context(root: Path, tree: Path, dest: Path, base: Base) -> dict:
+def stage_context(root: Path, tree: Path, dest: Path, base: Base) -> Manifest:
     """Dockerfile + tkv-seam/{manifest.json, overlay/, overlay_install.py} in ``dest``."""
     replace_context_dir(dest)  # created, or a previous context emptied; anything else refused
     shutil.copyfile(root / "Dockerfile", dest / "Dockerfile")
@@ -111,32 +153,51 @@ def stage_plugin(context: Path, spec: PluginSpec, wheel: Path) -> None:
 def check_base_image(api, image: str, base: Base, stand_in: bool) -> tuple[str, dict, bool]:
     """The base image's revision label, its inspect data, and whether it is a stand-in.
 
-    Refused unless the revision starts with the pinned prefix, or ``stand_in`` accepts a
-    local stand-in (a tkv-seam stand-in is one even when its revision label matches).
+    Refused unless the revision starts with the pinned prefix and, where ``bases.toml`` pins the
+    official image's index digest (``image.index_digest_prefix``), the engine pulled the image
+    by a digest starting with it (its ``RepoDigests``: a copy built or loaded here has none);
+    or ``stand_in`` accepts a local stand-in (a tkv-seam stand-in is one even when its revision
+    label matches).
     """
     from docker.errors import ImageNotFound
 
+    standin = f"`{hints.make('standin', BASE=base.name)}`, then `{hints.make('image', BASE=base.name, STAND_IN='1')}`"
     try:
         info = api.inspect_image(image)
     except ImageNotFound:
         hint = (
             f"make standin BASE={base.name}  (then make image BASE={base.name} STAND_IN=1)"
             if stand_in
-            else f"docker pull {image} (needs a registry), or pass BASE_IMAGE= for a local image"
+            else f"`docker pull {image}` (needs its registry); to try the build without it, on a local "
+            f"stand-in: {standin}"
         )
         raise DockerError(f"base image {image} is not present in the Docker engine", hint=hint) from None
     labels = (info.get("Config") or {}).get("Labels") or {}
     revision = labels.get(REVISION_LABEL, "")
     marked = labels.get(STAND_IN_LABEL) == "true"
-    if revision.startswith(base.image.revision_prefix) and not marked:
+    pinned = base.image.index_digest_prefix
+    digests = [d.split("@", 1)[1] for d in info.get("RepoDigests") or [] if "@" in d]
+    official = not pinned or any(d.startswith(pinned) for d in digests)
+    if revision.startswith(base.image.revision_prefix) and not marked and official:
         return revision, info, False
     if stand_in:
         return revision or "stand-in", info, True
-    what = (
-        f"is a tkv-seam stand-in ({STAND_IN_LABEL}=true)"
-        if marked
-        else f"has {REVISION_LABEL}={revision or '(none)'}; {base.name} pins {base.image.revision_prefix}"
-    )
+    if marked:
+        what = f"is a tkv-seam stand-in ({STAND_IN_LABEL}=true)"
+    elif not revision.startswith(base.image.revision_prefix):
+        what = f"has {REVISION_LABEL}={revision or '(none)'}; {base.name} pins {base.image.revision_prefix}"
+    else:
+        found = ", ".join(digests) if digests else "none (an image built or loaded here, not pulled)"
+        what = (
+            f"is not the official image {base.image.name}: {base.name} pins its index digest {pinned}…, "
+            f"the engine's registry digests of it: {found}"
+        )
+        raise DockerError(
+            f"base image {image} {what}",
+            hint=f"`docker pull {base.image.name}` (the official image, by its registry), then "
+            f"`{hints.make('image', BASE=base.name)}`; to try the build on this image: "
+            f"`{hints.make('image', BASE=base.name, BASE_IMAGE=image, STAND_IN='1')}`",
+        )
     raise DockerError(
         f"base image {image} {what}",
         hint=f"use the official image of this base, or for a stand-in `{hints.make('image', BASE=base.name, STAND_IN='1')}`",
@@ -257,7 +318,7 @@ def build(
         manifest = stage_context(root, tree, context, base)
         if plugin and wheel:
             stage_plugin(context, plugin, wheel)
-        digest = manifest["series_digest"]
+        digest = manifest.series_digest
         tag = tag or image_reference(base, digest, on_stand_in, plugin, registry, repository)
         labels = image_labels(
             base, base_image, base_info, revision, digest, plugin, on_stand_in, *provenance(root, source)
@@ -347,11 +408,7 @@ def _run_build(api, context: Path, tag: str, base_image: str, labels: dict, base
                 hint=f"check the engine (its log; DOCKER_HOST), then `{hints.make('image', BASE=base.name)}`",
             ) from e
         raise
-    added = [
-        {"created_by": h.get("CreatedBy", "")[-120:], "size": h.get("Size", 0)}
-        for h in ours
-        if h.get("Size", 0) > 0
-    ]
+    added = [Layer(h.get("CreatedBy", "")[-120:], h.get("Size", 0)) for h in ours if h.get("Size", 0) > 0]
     return image_id, removed, added
 
 
@@ -395,7 +452,7 @@ def _build_failed(
 # --------------------------------------------------------------------------- push
 
 
-def push(api, reference: str, log: Callable[[str], None] = print, progress: Progress = QUIET) -> dict:
+def push(api, reference: str, log: Callable[[str], None] = print, progress: Progress = QUIET) -> Pushed:
     """Push ``reference`` through the engine; per-layer progress; the pushed manifest's digest."""
     repository, tag = parse_reference(reference)
     if not registry_of(repository):
@@ -442,9 +499,4 @@ def push(api, reference: str, log: Callable[[str], None] = print, progress: Prog
         ) from e
     if not pushed.get("Digest"):
         raise DockerError(f"push of {reference}: the engine reported no digest", hint="push again")
-    return {
-        "reference": reference,
-        "digest": pushed["Digest"],
-        "size": pushed.get("Size"),
-        "pinned": f"{repository}@{pushed['Digest']}",
-    }
+    return Pushed(reference, pushed["Digest"], pushed.get("Size"), f"{repository}@{pushed['Digest']}")

@@ -25,10 +25,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
+from ..answer import Answer
 from ..bases.pins import Base
 from ..errors import DockerError, SeamError, UsageError
 from .names import STAND_IN_LABEL, default_tag, parse_reference
@@ -54,14 +55,29 @@ _PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)")
 
 
 @dataclass
-class StandIn:
+class StandIn(Answer):
     tag: str
     image_id: str
     installer: str
     packages: int
+    base: str = ""
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {
+            "tag": self.tag,
+            "image_id": self.image_id,
+            "installer": self.installer,
+            "packages": self.packages,
+        }
+
+    def lines(self) -> list[str]:
+        named = "" if self.tag == default_tag(self.base) else f" BASE_IMAGE={self.tag}"
+        plugin = "" if self.installer == "uv" else " TURBO_ATTN="
+        return [
+            f"stand-in {self.tag} ({self.image_id[:19]}): {self.base}'s vllm/*.py, {self.packages} package "
+            f"records, installer {self.installer}",
+            f"next: make image BASE={self.base} STAND_IN=1{named}{plugin}",
+        ]
 
 
 def rootfs(cache: Path, mirror: str | None = None, progress: Progress = QUIET) -> Path:
@@ -236,4 +252,4 @@ def make_stand_in(
         f"import the stand-in {repository}:{name} ({len(packages)} package records, installer {installer})"
     )
     image_id = build_stand_in(api, tar, tree, state.base_commit, repository, name, packages=packages, uv=uv)
-    return StandIn(f"{repository}:{name}", image_id, installer, len(packages))
+    return StandIn(f"{repository}:{name}", image_id, installer, len(packages), base.name)

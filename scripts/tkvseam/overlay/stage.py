@@ -17,10 +17,13 @@ import os
 import shlex
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from .. import git, hints
+from ..answer import Answer, plain
 from ..errors import BusyError, SeamError, UsageError, VerifyError
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
@@ -38,11 +41,65 @@ CONTEXT_NAMES = ("Dockerfile", "tkv-seam")
 NOT_PRISTINE, NO_VLLM, CANNOT_WRITE, BUSY = 1, 2, 3, 4
 
 
+@dataclass
+class OverlayFiles(Answer):
+    """``overlay files``: the vllm/ files a base's queue patches (what the overlay replaces)."""
+
+    base: str
+    files: list[str]
+
+    def lines(self) -> list[str]:
+        return list(self.files)
+
+
+@dataclass
+class StagedFile:
+    path: str  # vllm/...
+    pristine_sha256: str  # the base's file
+    patched_sha256: str  # the file the overlay installs
+
+    @property
+    def patched(self) -> bool:
+        return self.pristine_sha256 != self.patched_sha256
+
+
+@dataclass
+class Manifest:
+    """A stage's ``manifest.json`` (read by ``overlay_install.py``, in the image and in a venv)."""
+
+    base: str
+    upstream_commit: str
+    commit: str  # of the build tree, staged
+    series_digest: str
+    files: list[StagedFile] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return plain(self)
+
+
+@dataclass
+class Staged(Answer):
+    """``overlay stage``: where the stage is, and its manifest."""
+
+    out: Path
+    manifest: Manifest
+
+    def lines(self) -> list[str]:
+        m = self.manifest
+        changed = sum(f.patched for f in m.files)
+        return [f"{self.out}: {len(m.files)} files ({changed} patched) for {m.commit[:12]}"]
+
+    def to_json(self) -> dict:
+        return {"out": str(self.out), **self.manifest.to_json()}
+
+
 def _blob(tree: Path, commit: str, path: str) -> bytes:
     return git.show_required(tree, commit, path)
 
 
-def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series_digest: str = "") -> dict:
+def stage(
+    tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series_digest: str = ""
+) -> Manifest:
     """Write manifest.json and overlay/ for ``commit`` of the build tree into ``dest``."""
     state = SeamTree(tree).state()
     base_commit = state.base_commit
@@ -55,28 +112,17 @@ def stage(tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", series
     commit = named
     replace_output_dir(dest, STAGE_KIND, STAGE_NAMES, legacy=_legacy_stage)
     (dest / "overlay").mkdir()
-    files = []
+    manifest = Manifest(state.base, state.upstream_commit, commit, series_digest or state.digest)
     for path in paths:
         pristine = _blob(tree, base_commit, path)
         patched = _blob(tree, commit, path)
         out = dest / "overlay" / path
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(patched)
-        files.append(
-            {
-                "path": path,
-                "pristine_sha256": hashlib.sha256(pristine).hexdigest(),
-                "patched_sha256": hashlib.sha256(patched).hexdigest(),
-            }
+        manifest.files.append(
+            StagedFile(path, hashlib.sha256(pristine).hexdigest(), hashlib.sha256(patched).hexdigest())
         )
-    manifest = {
-        "base": state.base,
-        "upstream_commit": state.upstream_commit,
-        "commit": commit,
-        "series_digest": series_digest or state.digest,
-        "files": files,
-    }
-    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (dest / "manifest.json").write_text(json.dumps(manifest.to_json(), indent=1) + "\n")
     shutil.copy2(INSTALLER, dest / "overlay_install.py")
     seal_output_dir(dest)
     return manifest
@@ -129,10 +175,10 @@ def restore_paths(root: Path, base) -> list[str]:
 
 def stage_locked(
     tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", progress: Progress = QUIET
-) -> dict:
+) -> Staged:
     """``stage`` holding ``dest``'s lock: two runs staging into one directory take turns."""
     with locked(tree_lock_path(dest), str(dest), progress):
-        return stage(tree, paths, dest, commit)
+        return Staged(dest, stage(tree, paths, dest, commit))
 
 
 def install_commit(
@@ -144,16 +190,17 @@ def install_commit(
     own_venv: bool,
     rerun: str = "",
     progress: Progress = QUIET,
+    others: dict[str, str] | None = None,
 ) -> Installed:
     """Stage ``commit`` of the build tree into ``stage_dir`` and install it into ``python``'s venv,
-    holding the stage's lock (two installs take turns)."""
+    holding the stage's lock (two installs take turns). ``others``: see ``install_into_venv``."""
     with locked(tree_lock_path(stage_dir), str(stage_dir), progress):
         stage(tree, paths, stage_dir, commit)
-        return install_into_venv(python, stage_dir, own_venv, rerun)
+        return install_into_venv(python, stage_dir, own_venv, rerun, others)
 
 
 @dataclass
-class Installed:
+class Installed(Answer):
     """What the installer did in one venv."""
 
     python: str
@@ -162,16 +209,42 @@ class Installed:
     replaced: list[str]
     output: str
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def lines(self) -> list[str]:
+        return self.output.rstrip().split("\n")
 
 
-def install_into_venv(python: Path, stage_dir: Path, own_venv: bool = True, rerun: str = "") -> Installed:
+def _same_release(a: str, b: str) -> bool:
+    """One vLLM release (a local version such as ``+cpu`` aside)."""
+    try:
+        return Version(a).public == Version(b).public
+    except InvalidVersion:
+        return a == b
+
+
+def _pip(python: Path, verb: str, *args: str) -> str:
+    """``pip <verb> <args>`` for the venv of ``python``: its own pip, else uv's (a uv venv has no
+    pip); ``--reinstall`` is pip's ``--force-reinstall``."""
+    q = shlex.quote(str(python))
+    if (python.parent / "pip").exists():
+        words = ["--force-reinstall" if a == "--reinstall" else a for a in args]
+        return f"{q} -m pip {verb} {' '.join(words)}"
+    return f".venv/bin/uv pip {verb} --python {q} {' '.join(args)}"
+
+
+def install_into_venv(
+    python: Path,
+    stage_dir: Path,
+    own_venv: bool = True,
+    rerun: str = "",
+    others: dict[str, str] | None = None,
+) -> Installed:
     """Run the stage's installer with the venv's python (so it finds that venv's vllm).
 
     ``own_venv``: the venv is the project's test venv (``make venv-vllm`` made it, so the
     fix may recreate it); else it is the user's and the hint never removes it.
-    ``rerun``: the command that repeats this step (for the hints).
+    ``rerun``: the command that repeats this step (for the hints). ``others``: vLLM version ->
+    the command doing this step with the carried base of that release (a venv holding another
+    release is answered with its own base's overlay).
     """
     manifest = json.loads((stage_dir / "manifest.json").read_text())
     base = manifest.get("base", "<base>")
@@ -194,18 +267,30 @@ def install_into_venv(python: Path, stage_dir: Path, own_venv: bool = True, reru
             result.get("replaced") or [],
             "".join(f"{line}\n" for line in lines),
         )
-    message = proc.stderr.strip() or "\n".join(lines).strip() or f"{python}: the overlay installer failed"
-    message = message.removeprefix("tkv-seam overlay: ")
+    said = result.get("error") if isinstance(result.get("error"), str) else ""
+    message = (
+        said or proc.stderr.strip() or "\n".join(lines).strip() or f"{python}: the overlay installer failed"
+    )
     again = rerun or "run the command again"
     q = shlex.quote(str(python))
     status = result.get("status")  # None: the installer itself crashed (not its verdict)
     if status == NOT_PRISTINE:
         version = base.removeprefix("v")
+        found = str(result.get("vllm_version") or "")
+        other = (
+            None
+            if _same_release(found, version)
+            else next((cmd for v, cmd in (others or {}).items() if _same_release(found, v)), None)
+        )
         if own_venv:
             venv = python.parent.parent
             hint = f"recreate the test venv: rm -rf {shlex.quote(str(venv))} && make venv-vllm BASE={base}"
+        elif other:  # another carried release: that base's overlay is the one for this venv
+            hint = f"the venv holds vLLM {found}, a carried base of its own: `{other}`"
         else:  # the user's venv: put vLLM's own files back, remove nothing
-            hint = f"{q} -m pip install --force-reinstall --no-deps vllm=={version}, then {again}"
+            hint = (
+                f"`{_pip(python, 'install', '--reinstall', '--no-deps', f'vllm=={version}')}`, then {again}"
+            )
         raise VerifyError(message, hint=hint)
     if status == CANNOT_WRITE:
         where = shlex.quote(result.get("path") or str(python.parent.parent))
@@ -213,7 +298,11 @@ def install_into_venv(python: Path, stage_dir: Path, own_venv: bool = True, reru
     if status == BUSY:
         raise BusyError(message, hint=f"let the other overlay run finish, then {again}")
     if status == NO_VLLM:
-        raise SeamError(message, hint=f"{q} -m pip show vllm  (install vLLM {base} into that venv)")
+        if own_venv:
+            raise SeamError(message, hint=f"make venv-vllm BASE={base}  (installs vLLM {base} into it)")
+        raise SeamError(
+            message, hint=f"`{_pip(python, 'show', 'vllm')}`  (install vLLM {base} into that venv)"
+        )
     raise SeamError(
         f"{python}: the overlay installer failed (exit {proc.returncode}): {message}",
         hint=f"{q} --version  (a Python 3 of the venv holding vLLM {base}), then {again}",

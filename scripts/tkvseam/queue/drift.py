@@ -12,18 +12,56 @@ Bases are taken in ``bases.toml`` order; patches are matched by slug. Per base:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
+from ..answer import Answer, plain
 from ..bases.pins import Base
 from .patch import Patch
 from .series import read_series
 
 
+class Drift(StrEnum):
+    """One cell of the drift matrix: a patch on one base against the previous base (module docstring)."""
+
+    SAME_HUNKS = "same hunks"
+    CONTEXT_ONLY = "context only"
+    RE_EXPRESSED = "re-expressed"
+    ABSENT = "absent"
+    NEW = "new"
+    CARRIED = "carried"
+    NO_QUEUE = ""  # the base has no queue
+
+
 @dataclass
 class DriftRow:
     slug: str
-    cells: dict[str, str] = field(default_factory=dict)  # base -> status ("" when the base has no queue)
+    cells: dict[str, Drift] = field(default_factory=dict)  # base -> its cell
     names: dict[str, str] = field(default_factory=dict)  # base -> patch file name
+
+    def lines(self, bases: list[str]) -> list[str]:
+        return [self.slug] + [
+            f"    {name:10} {self.cells.get(name) or 'no queue'}"
+            + (f"  ({self.names[name]})" if name in self.names else "")
+            for name in bases
+        ]
+
+
+@dataclass
+class DriftMatrix(Answer):
+    """Every patch on every base: the rows and the Markdown matrix (``drift``)."""
+
+    bases: list[str]
+    rows: list[DriftRow]
+
+    def lines(self) -> list[str]:
+        return [line for row in self.rows for line in row.lines(self.bases)] + ["\n" + self.matrix()]
+
+    def matrix(self) -> str:
+        return matrix(self.bases, self.rows)
+
+    def to_json(self) -> dict:
+        return {"bases": self.bases, "rows": plain(self.rows), "matrix": self.matrix()}
 
 
 def _hunks(patch: Patch) -> list[tuple[str, list[str]]]:
@@ -37,17 +75,17 @@ def _changes(patch: Patch) -> dict[str, list[str]]:
     return out
 
 
-def compare(old: Patch, new: Patch) -> str:
+def compare(old: Patch, new: Patch) -> Drift:
     """How ``new`` differs from ``old``: same hunks, context only, or re-expressed."""
     if _hunks(old) == _hunks(new):
-        return "same hunks"
+        return Drift.SAME_HUNKS
     if _changes(old) == _changes(new):
-        return "context only"
-    return "re-expressed"
+        return Drift.CONTEXT_ONLY
+    return Drift.RE_EXPRESSED
 
 
-def drift(root: Path, bases: dict[str, Base]) -> tuple[list[str], list[DriftRow]]:
-    """Base names with a queue (in bases.toml order) and one row per patch slug."""
+def drift(root: Path, bases: dict[str, Base]) -> DriftMatrix:
+    """The bases (in bases.toml order; a base without a queue too) and one row per patch slug."""
     queues: dict[str, dict[str, Patch] | None] = {}
     for name, base in bases.items():
         if not (root / base.queue.series).exists():
@@ -63,21 +101,21 @@ def drift(root: Path, bases: dict[str, Base]) -> tuple[list[str], list[DriftRow]
     for name, q in queues.items():
         for slug, row in rows.items():
             if q is None:
-                row.cells[name] = ""
+                row.cells[name] = Drift.NO_QUEUE
                 continue
             if slug not in q:
-                row.cells[name] = "absent"
+                row.cells[name] = Drift.ABSENT
                 continue
             row.names[name] = q[slug].name
             if first:
-                row.cells[name] = "carried"
+                row.cells[name] = Drift.CARRIED
             elif prev is None or slug not in prev:
-                row.cells[name] = "new"
+                row.cells[name] = Drift.NEW
             else:
                 row.cells[name] = compare(prev[slug], q[slug])
         if q is not None:
             prev, first = q, False
-    return list(queues), list(rows.values())
+    return DriftMatrix(list(queues), list(rows.values()))
 
 
 def matrix(names: list[str], rows: list[DriftRow]) -> str:

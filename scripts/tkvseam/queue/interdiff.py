@@ -11,12 +11,14 @@ new or changed lines of code, tests and prose; hunks that only moved show nothin
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from .. import hints
+from ..answer import Answer, plain
 from ..bases.pins import Base
-from .drift import compare
+from .drift import Drift, compare
 from ..errors import UsageError
 from .patch import FileChange, Patch
 from .series import read_series
@@ -24,10 +26,22 @@ from .series import read_series
 HEADER = "header"
 
 
+class SectionStatus(StrEnum):
+    """How one section of a patch changed: the header, or a file (a file's cell as ``Drift``'s)."""
+
+    SAME = "same"  # header
+    CHANGED = "changed"  # header
+    SAME_HUNKS = Drift.SAME_HUNKS.value
+    CONTEXT_ONLY = Drift.CONTEXT_ONLY.value
+    RE_EXPRESSED = Drift.RE_EXPRESSED.value
+    ADDED = "added"  # a file only the new version patches
+    DROPPED = "dropped"  # a file only the old version patches
+
+
 @dataclass
 class Section:
     name: str  # "header" or a file path
-    status: str  # same / changed (header); same hunks / context only / re-expressed / added / dropped (files)
+    status: SectionStatus
     changed: list[str] = field(default_factory=list)  # header: the fields that differ
     diff: list[str] = field(default_factory=list)  # unified diff lines of the normalised texts
 
@@ -39,11 +53,30 @@ class PatchDiff:
     new_base: str
     old_name: str
     new_name: str
-    status: str  # the drift matrix's cell
+    status: Drift  # the drift matrix's cell
     sections: list[Section] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return plain(self)
+
+
+@dataclass
+class PatchDrift(Answer):
+    """``drift --diff``: one patch's diffs, a pair of consecutive bases each."""
+
+    slug: str  # as asked, or the slug it named
+    diffs: list[PatchDiff]
+
+    def lines(self) -> list[str]:
+        if not self.diffs:
+            return [f"{self.slug}: on no two consecutive bases"]
+        return ["\n".join(render(d) for d in self.diffs)]
+
+    def to_json(self) -> dict:
+        return {
+            "slug": self.diffs[0].slug if self.diffs else self.slug,
+            "diffs": [d.to_json() for d in self.diffs],
+        }
 
 
 def _header_lines(patch: Patch) -> list[str]:
@@ -74,17 +107,18 @@ def diff_patches(old: Patch, new: Patch, old_base: str, new_base: str) -> PatchD
     out = PatchDiff(new.header.slug, old_base, new_base, old.name, new.name, compare(old, new))
     a, b = f"{old_base}/{old.name}", f"{new_base}/{new.name}"
     diff = _unified(_header_lines(old), _header_lines(new), a, b)
-    out.sections.append(Section(HEADER, "changed" if diff else "same", _changed_fields(old, new), diff))
+    header = SectionStatus.CHANGED if diff else SectionStatus.SAME
+    out.sections.append(Section(HEADER, header, _changed_fields(old, new), diff))
     old_files = {fc.path: fc for fc in old.files}
     new_files = {fc.path: fc for fc in new.files}
     for path in list(dict.fromkeys([*new_files, *old_files])):
         fo, fn = old_files.get(path), new_files.get(path)
         if fo is None or fn is None:
-            status = "added" if fo is None else "dropped"
+            status = SectionStatus.ADDED if fo is None else SectionStatus.DROPPED
             lines = _unified([], _file_lines(fn), a, b) if fo is None else _unified(_file_lines(fo), [], a, b)
             out.sections.append(Section(path, status, diff=lines))
             continue
-        status = compare(_only(old, fo), _only(new, fn))
+        status = SectionStatus(compare(_only(old, fo), _only(new, fn)).value)
         out.sections.append(Section(path, status, diff=_unified(_file_lines(fo), _file_lines(fn), a, b)))
     return out
 
@@ -103,8 +137,16 @@ def _queues(root: Path, bases: dict[str, Base]) -> dict[str, dict[str, Patch]]:
     return out
 
 
+def _names(wanted: str, name: str) -> bool:
+    """``wanted`` is the patch file ``name``, its number as written (``0003``) or as a number (``3``)."""
+    number = name.split("-", 1)[0]
+    if wanted in (name, number):
+        return True
+    return wanted.isascii() and wanted.isdigit() and number.isdigit() and int(wanted) == int(number)
+
+
 def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = None) -> str:
-    """A slug from a slug, a patch file name (``0003-x.patch``) or its number (``0003``).
+    """A slug from a slug, a patch file name (``0003-x.patch``) or its number (``0003`` or ``3``).
 
     A name or number is a queue's own: ``base``'s when given, else it must name one patch in
     every queue that has it (queues are numbered each on its own).
@@ -114,7 +156,7 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = N
     named: dict[str, list[str]] = {}  # slug -> the queues where ``wanted`` names it
     for name, patches in queues.items():
         for slug, patch in patches.items():
-            if wanted in (patch.name, patch.name.split("-", 1)[0]):
+            if _names(wanted, patch.name):
                 named.setdefault(slug, []).append(name)
     if base is not None:
         for slug, where in named.items():
@@ -136,7 +178,7 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = N
     )
 
 
-def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | None = None) -> list[PatchDiff]:
+def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | None = None) -> PatchDrift:
     """The diffs of one patch: between ``base`` and the base before it, or for every such pair."""
     queues = _queues(root, bases)
     slug = _slug(queues, wanted, base)
@@ -173,7 +215,7 @@ def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | Non
                 )
             continue
         out.append(diff_patches(old, new, old_base, new_base))
-    return out
+    return PatchDrift(wanted, out)
 
 
 def render(diff: PatchDiff) -> str:
@@ -184,10 +226,9 @@ def render(diff: PatchDiff) -> str:
     width = max(len(s.name) for s in diff.sections)
     for s in diff.sections:
         what = s.status + (f" ({', '.join(s.changed)})" if s.changed else "")
-        what += {"added": f" (only in {diff.new_base})", "dropped": f" (only in {diff.old_base})"}.get(
-            s.status, ""
-        )
-        if s.diff and s.name != HEADER and s.status not in ("added", "dropped"):
+        only = {SectionStatus.ADDED: diff.new_base, SectionStatus.DROPPED: diff.old_base}.get(s.status)
+        what += f" (only in {only})" if only else ""
+        if s.diff and s.name != HEADER and not only:
             plus = sum(1 for x in s.diff[2:] if x.startswith("+"))
             minus = sum(1 for x in s.diff[2:] if x.startswith("-"))
             what += f": +{plus} -{minus} lines of the patch"

@@ -9,6 +9,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..answer import Answer
+from ..errors import EXIT_LINT
 from .patch import CONFLICT_MARKERS, REQUIRED_TRAILERS, PatchFormatError, parse_file
 from .series import DEFAULT_QUEUE, Queue, parse_series_text, patch_filename
 
@@ -32,6 +34,29 @@ class Problem:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class Linted(Answer):
+    """What ``lint`` found in one queue (exit 6 when anything)."""
+
+    problems: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def notes(self) -> list[str]:
+        return [str(p) for p in self.problems]
+
+    def lines(self) -> list[str]:
+        return [f"lint: {len(self.problems)} problem(s)" if self.problems else "lint: ok"]
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "problems": [p.to_json() for p in self.problems]}
+
+    def exit_code(self) -> int:
+        return EXIT_LINT if self.problems else 0
 
 
 def lint(root: Path, queue: Queue = DEFAULT_QUEUE) -> list[Problem]:
@@ -65,7 +90,7 @@ def lint(root: Path, queue: Queue = DEFAULT_QUEUE) -> list[Problem]:
         try:
             patch = parse_file(path)
         except PatchFormatError as e:
-            problems.append(Problem(name, e.message.removeprefix(f"{name}: ")))
+            problems.append(Problem(name, e.detail))
             continue
         h = patch.header
         expected = patch_filename(index, h.slug)

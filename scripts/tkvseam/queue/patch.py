@@ -35,7 +35,6 @@ from ..errors import ApplyError, SeamError
 
 REQUIRED_TRAILERS = ("Verdict", "Reason", "Upstream", "Depends-on")
 MULTI_TRAILERS = ("Test-depends-on", "Tests", "Guard", "Upstream-tests", "Checks")
-KNOWN_TRAILERS = REQUIRED_TRAILERS + MULTI_TRAILERS
 _TRAILER_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ?(.*)$")
 _SUBJECT_RE = re.compile(r"^(?:\[PATCH[^\]]*\]\s*)?(?P<slug>[a-z0-9][a-z0-9.+-]*): (?P<summary>.+)$")
 _MODE_RE = re.compile(r"^(new file mode|deleted file mode|old mode|new mode) (\d{6})$")
@@ -43,9 +42,13 @@ CONFLICT_MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======")
 
 
 class PatchFormatError(SeamError):
-    """A patch file cannot be parsed."""
+    """A patch file cannot be parsed: ``patch`` names it, ``detail`` says what is wrong there."""
 
     default_hint = "make lint  (names every problem in series and patches/)"
+
+    def __init__(self, patch: str, detail: str, hint: str | None = None):
+        super().__init__(f"{patch}: {detail}", hint)
+        self.patch, self.detail = patch, detail
 
 
 @dataclass
@@ -87,6 +90,14 @@ class Header:
         return self.get("Guard")
 
 
+class ChangeKind(StrEnum):
+    """What a patch does to one file."""
+
+    ADD = "add"
+    DELETE = "delete"
+    MODIFY = "modify"
+
+
 @dataclass
 class FileChange:
     """One file of a patch: ``old``/``new`` are tree-relative paths (None for /dev/null)."""
@@ -101,12 +112,12 @@ class FileChange:
         return self.new or self.old  # type: ignore[return-value]
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> ChangeKind:
         if self.old is None:
-            return "add"
+            return ChangeKind.ADD
         if self.new is None:
-            return "delete"
-        return "modify"
+            return ChangeKind.DELETE
+        return ChangeKind.MODIFY
 
 
 @dataclass
@@ -151,19 +162,20 @@ def parse_header(text: str, name: str) -> Header:
             key, value = line.split(":", 1)
             headers[key.strip()] = value.strip()
         else:
-            raise PatchFormatError(f"{name}: line {i + 1}: not a mail header line: {line!r}")
+            raise PatchFormatError(name, f"line {i + 1}: not a mail header line: {line!r}")
         i += 1
     for required in ("From", "Subject"):
         if required not in headers:
             raise PatchFormatError(
-                f"{name}: missing {required}: header (expected git format-patch output)",
+                name,
+                f"missing {required}: header (expected git format-patch output)",
                 hint="export patches with `make refresh`",
             )
     subject = _decode(headers["Subject"])
     m = _SUBJECT_RE.match(subject)
     if not m:
         raise PatchFormatError(
-            f"{name}: Subject {subject!r} is not '<slug>: <summary>' (slug: lower-case, digits, -)"
+            name, f"Subject {subject!r} is not '<slug>: <summary>' (slug: lower-case, digits, -)"
         )
     body = lines[i + 1 :]
     if "---" in body:
@@ -198,7 +210,8 @@ def strip_prefix(path: str, prefix: str, name: str = "patch") -> str | None:
         return None
     if not path.startswith(prefix):
         raise PatchFormatError(
-            f"{name}: path {path!r} lacks the {prefix!r} prefix (patches are -p1)",
+            name,
+            f"path {path!r} lacks the {prefix!r} prefix (patches are -p1)",
             hint=f"re-export {name} with `make refresh`, or fix its ---/+++ lines by hand",
         )
     return path[len(prefix) :]
@@ -222,30 +235,31 @@ def parse_text(text: str, name: str, path: Path | None = None) -> Patch:
     """Parse a patch from text; raise PatchFormatError naming the patch on any problem."""
     idx = text.find("\ndiff --git ")
     if idx < 0:
-        raise PatchFormatError(f"{name}: no 'diff --git' section (empty or not a patch)")
+        raise PatchFormatError(name, "no 'diff --git' section (empty or not a patch)")
     header = parse_header(text[: idx + 1], name)
     try:
         pset = PatchSet(text[idx + 1 :])
     except UnidiffParseError as e:
         raise PatchFormatError(
-            f"{name}: corrupt or truncated diff: {e}",
+            name,
+            f"corrupt or truncated diff: {e}",
             hint=f"restore {name} from git (git checkout -- patches/{name}) or re-export it",
         ) from e
     if len(pset) == 0:
-        raise PatchFormatError(f"{name}: the diff holds no file")
+        raise PatchFormatError(name, "the diff holds no file")
     files = []
     for pfile in pset:
         if pfile.is_binary_file:
-            raise PatchFormatError(f"{name}: {pfile.path}: binary hunks are not allowed")
+            raise PatchFormatError(name, f"{pfile.path}: binary hunks are not allowed")
         old = strip_prefix(pfile.source_file, "a/", name)
         new = strip_prefix(pfile.target_file, "b/", name)
         info = [str(x).rstrip("\n") for x in (pfile.patch_info or [])]
         if info and info[0].startswith("diff --git "):
             git_paths = info[0][len("diff --git ") :].split(" ")
             if len(git_paths) == 2 and (old or new) and git_paths[1] != f"b/{new or old}":
-                raise PatchFormatError(f"{name}: diff --git line disagrees with ---/+++ paths")
+                raise PatchFormatError(name, "diff --git line disagrees with ---/+++ paths")
         if any(x.startswith(("rename from", "copy from")) for x in info):
-            raise PatchFormatError(f"{name}: renames/copies are not supported (export with --no-renames)")
+            raise PatchFormatError(name, "renames/copies are not supported (export with --no-renames)")
         mode = None
         for x in info:
             m = _MODE_RE.match(x)
@@ -254,11 +268,11 @@ def parse_text(text: str, name: str, path: Path | None = None) -> Patch:
         for p in {old, new} - {None}:
             problem = path_problem(p)  # type: ignore[arg-type]
             if problem:
-                raise PatchFormatError(f"{name}: {p}: {problem}: refused")
+                raise PatchFormatError(name, f"{p}: {problem}: refused")
         if mode == "120000":
-            raise PatchFormatError(f"{name}: {new}: symlinks are not allowed in patches")
+            raise PatchFormatError(name, f"{new}: symlinks are not allowed in patches")
         if old is None and new is None:
-            raise PatchFormatError(f"{name}: a file with neither source nor target")
+            raise PatchFormatError(name, "a file with neither source nor target")
         files.append(FileChange(old, new, mode, pfile))
     return Patch(name=name, path=path or Path(name), text=text, header=header, files=files)
 
@@ -267,9 +281,9 @@ def parse_file(path: Path) -> Patch:
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError as e:
-        raise PatchFormatError(f"{path.name}: listed in series but missing from patches/") from e
+        raise PatchFormatError(path.name, "listed in series but missing from patches/") from e
     except UnicodeDecodeError as e:
-        raise PatchFormatError(f"{path.name}: not UTF-8 text: {e}") from e
+        raise PatchFormatError(path.name, f"not UTF-8 text: {e}") from e
     return parse_text(text, path.name, path)
 
 
@@ -449,7 +463,7 @@ def _placed(kind: str, pos: int, start: int, fuzz: int, mismatch) -> Placement:
 
 def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | None:
     """Apply one file's hunks exactly at the lines they name; return the new text (None: deleted)."""
-    if fc.kind == "add":
+    if fc.kind == ChangeKind.ADD:
         if old_text is not None:
             raise ApplyError(f"{patch.name}: {fc.path}: the patch creates it, but it already exists")
         lines: list[str] = []
@@ -478,7 +492,7 @@ def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | Non
         out += lines[pos:start] + tgt
         pos = start + len(src)
     out += lines[pos:]
-    if fc.kind == "delete":
+    if fc.kind == ChangeKind.DELETE:
         if out:
             raise ApplyError(f"{patch.name}: {fc.path}: deleted, but lines remain after the hunks")
         return None

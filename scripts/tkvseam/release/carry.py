@@ -184,7 +184,7 @@ def _lock(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
         opts.no_index,
         progress=progress,
     )
-    return Step("lock", "written", f"{done.path}: {len(done.pins)} pins, torch {done.torch['version']}")
+    return Step("lock", "written", f"{done.path}: {len(done.pins)} pins, torch {done.torch.version}")
 
 
 class _Port:

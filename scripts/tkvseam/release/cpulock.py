@@ -30,12 +30,14 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from ..answer import Answer
 from ..bases.pins import Base
 from ..bases.sdist import fetch_sdist
 from ..errors import SeamError, UsageError
@@ -60,19 +62,29 @@ class Torch:
     asked: str = ""  # what the release's requirements/cpu.txt pins ("" when it does not say)
 
 
+class LockStatus(StrEnum):
+    WRITTEN = "written"  # there was none
+    REPLACED = "replaced"  # other pins; the old lock is ``kept``
+    UNCHANGED = "unchanged"  # the same pins (the old header stays)
+
+
 @dataclass
-class LockResult:
+class LockResult(Answer):
     base: str
     path: str
-    status: str  # "written", "replaced" or "unchanged"
-    pins: list[str] = field(default_factory=list)
-    torch: dict = field(default_factory=dict)
+    status: LockStatus
+    pins: list[str]
+    torch: Torch
     test_pins: list[str] = field(default_factory=list)
     exclude_newer: str = ""
     kept: str | None = None  # where the replaced lock was kept
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def lines(self) -> list[str]:
+        where = f" (the old one is kept in {self.kept})" if self.kept else ""
+        asked = f" (the release asks for {self.torch.asked})" if self.torch.asked else ""
+        return [
+            f"{self.path}: {self.status}{where}: {len(self.pins)} pins, torch {self.torch.version}{asked}"
+        ]
 
 
 def uv_executable() -> str:
@@ -320,9 +332,9 @@ def lock_cpu(
     result = LockResult(
         base.name,
         base.cpu_lock,
-        "written",
+        LockStatus.WRITTEN,
         pins,
-        asdict(torch),
+        torch,
         [f"{n}=={v}" for n, v in test_pins.items() if v],
         stamp,
     )
@@ -344,10 +356,10 @@ def _write(root: Path, path: Path, text: str, pins: list[str], result: LockResul
         raise SeamError(f"{path} is not a plain file; a lock is one", hint=f"ls -l {path}")
     if path.exists():
         if _pins(path.read_text()) == pins:
-            result.status = "unchanged"  # same pins: the old header (and its exclude-newer) stays
+            result.status = LockStatus.UNCHANGED  # same pins: the old header (and its exclude-newer) stays
             return
         result.kept = str(keep(root, [path], f"lock-cpu-{result.base}"))
-        result.status = "replaced"
+        result.status = LockStatus.REPLACED
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text)

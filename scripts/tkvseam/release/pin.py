@@ -18,6 +18,7 @@ file's own lock, so two pins at once both land and one download serves both.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import tomlkit
@@ -25,6 +26,7 @@ from packaging.utils import InvalidSdistFilename, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
 from .. import hints
+from ..answer import Answer
 from ..bases.index import default_index_url
 from ..bases.pins import Base, Image, Sdist, load_bases, lock_file, plain_sdist_name
 from ..bases.sdist import fetch_sdist, sdist_commit
@@ -40,17 +42,25 @@ OFFICIAL_IMAGE = "vllm/vllm-openai"
 MAX_SDIST_BYTES = 1 << 30  # what pin downloads on the index's word; vLLM 0.33.0's is 47 MB
 
 
+class PinStatus(StrEnum):
+    ADDED = "added"  # the entry was written
+    UNCHANGED = "unchanged"  # the bases file pinned the release already, with the same values
+
+
 @dataclass
-class PinResult:
+class PinResult(Answer):
     name: str  # the base name, "v<version>"
-    status: str  # "added" or "unchanged"
+    status: PinStatus
     bases_file: str
     commit_prefix: str
-    sdist: dict
+    sdist: Sdist
     fetched_bytes: int
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def lines(self) -> list[str]:
+        return [
+            f"{self.name}: {self.status} in {self.bases_file}: commit {self.commit_prefix}, "
+            f"{self.sdist.filename} size {self.sdist.size} sha256 {self.sdist.sha256[:16]}…"
+        ]
 
 
 def parse_release(text: str) -> Version:
@@ -196,8 +206,8 @@ def pin(
             diffs = _differences(existing, pinned)
             if diffs:
                 raise _refuse(bases_file, name, diffs)
-            status = "unchanged"
+            status = PinStatus.UNCHANGED
         else:
             _write_entry(bases_file, pinned)
-            status = "added"
-    return PinResult(name, status, str(bases_file), commit, asdict(sdist), fetched)
+            status = PinStatus.ADDED
+    return PinResult(name, status, str(bases_file), commit, sdist, fetched)

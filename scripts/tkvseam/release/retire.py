@@ -28,10 +28,11 @@ import contextlib
 import os
 import re
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import git
+from .. import git, hints
+from ..answer import Answer
 from ..bases import file as basesfile
 from ..bases.pins import Base, load_bases
 from ..bases.carried import PORT_VERDICTS
@@ -47,7 +48,7 @@ from ..tree.state import STATE, Kind, TreeState
 
 
 @dataclass
-class RetireResult:
+class RetireResult(Answer):
     base: str
     kept: str
     removed: list[str] = field(default_factory=list)
@@ -55,8 +56,20 @@ class RetireResult:
     moved: list[str] = field(default_factory=list)  # trees holding your work, moved into `kept`
     to_commit: list[str] = field(default_factory=list)  # project files changed (for `git add -A`)
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def lines(self) -> list[str]:
+        return (
+            [f"  removed {path}" for path in self.removed]
+            + [f"  moved   {path}" for path in self.moved]
+            + [f"  left    {path}" for path in self.left]
+            + [
+                f"{self.base}: retired; a copy of its queue, lock and the old bases file is in {self.kept}\n"
+                + (
+                    f"\n  commit it: {hints.shell('git', 'add', '-A', *self.to_commit)}"
+                    if self.to_commit
+                    else ""
+                )
+            ]
+        )
 
 
 _NAME = re.compile(r"v?[0-9][A-Za-z0-9._+-]*")  # a base without a pin must still look like one

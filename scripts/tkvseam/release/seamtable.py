@@ -16,7 +16,8 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 import tomlkit
@@ -32,6 +33,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..bases import file as basesfile
 from .. import git, hints
+from ..answer import Answer, plain
 from ..bases.pins import Base, Plugin, SeamPins, load_bases
 from ..bases.repo import BaseRepo, base_repo
 from ..bases.index import default_index_url, listing
@@ -43,24 +45,36 @@ PRE_COMMIT = ".pre-commit-config.yaml"
 RUFF_HOOKS = "astral-sh/ruff-pre-commit"
 
 
+class TestFileStatus(StrEnum):
+    KEPT = "kept"  # at the same path in the new sdist
+    MOVED = "moved"  # renamed upstream (``new_path``)
+    DROPPED = "dropped"  # not in the new sdist, no rename found
+
+
+class TableStatus(StrEnum):
+    DERIVED = "derived"  # made, not written yet
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"  # the bases file has these values already
+
+
 @dataclass
 class TestFile:
     """One upstream test file of the source base, and what became of it on the new base."""
 
     path: str
-    status: str  # "kept", "moved" or "dropped"
+    status: TestFileStatus
     new_path: str | None = None
 
     def line(self) -> str:
-        if self.status == "moved":
+        if self.status == TestFileStatus.MOVED:
             return f"moved    {self.path} -> {self.new_path}"
-        if self.status == "dropped":
+        if self.status == TestFileStatus.DROPPED:
             return f"dropped  {self.path} (not in the new sdist, no rename found)"
         return f"kept     {self.path}"
 
 
 @dataclass
-class SeamTable:
+class SeamTable(Answer):
     base: str
     source: str  # the base whose table it starts from
     ruff: str
@@ -68,21 +82,24 @@ class SeamTable:
     plugin: Plugin
     plugin_from: str
     tests: list[TestFile] = field(default_factory=list)
-    status: str = "derived"  # "written", "unchanged", "kept" (an existing different table left as it is)
+    status: TableStatus = TableStatus.DERIVED
+    bases_file: str = ""  # where ``write`` wrote it (its name)
+    kept: str | None = None  # where ``write --force`` kept the bases file it replaced
 
     @property
     def upstream_tests(self) -> tuple[str, ...]:
-        return tuple(t.new_path or t.path for t in self.tests if t.status != "dropped")
+        return tuple(t.new_path or t.path for t in self.tests if t.status != TestFileStatus.DROPPED)
 
     def pins(self) -> SeamPins:
         return SeamPins(self.ruff, self.plugin, self.upstream_tests)
 
     def to_json(self) -> dict:
-        out = asdict(self)
+        out = plain(self)
+        out.pop("bases_file")
         out["upstream_tests"] = list(self.upstream_tests)
         return out
 
-    def lines(self) -> list[str]:
+    def table_lines(self) -> list[str]:
         plugin = self.plugin.requirement + (
             f" ({len(self.plugin.hashes)} hash(es))" if self.plugin.hashes else ""
         )
@@ -90,6 +107,12 @@ class SeamTable:
             f"ruff     {self.ruff} ({self.ruff_from})",
             f"plugin   {plugin} ({self.plugin_from})",
             *(t.line() for t in self.tests),
+        ]
+
+    def lines(self) -> list[str]:
+        where = f" (the old file is kept in {self.kept})" if self.kept else ""
+        return [f"  {line}" for line in self.table_lines()] + [
+            f"{self.base}: .seam table {self.status} in {self.bases_file}, from {self.source}'s{where}"
         ]
 
 
@@ -226,11 +249,11 @@ def upstream_tests(old: BaseRepo, new: BaseRepo, paths: tuple[str, ...]) -> list
     out = []
     for p in paths:
         if p not in missing:
-            out.append(TestFile(p, "kept"))
+            out.append(TestFile(p, TestFileStatus.KEPT))
         elif p in moved:
-            out.append(TestFile(p, "moved", moved[p]))
+            out.append(TestFile(p, TestFileStatus.MOVED, moved[p]))
         else:
-            out.append(TestFile(p, "dropped"))
+            out.append(TestFile(p, TestFileStatus.DROPPED))
     return out
 
 
@@ -330,7 +353,7 @@ def toml_table(table: SeamTable) -> tomlkit.items.Table:
         ),
     )
     for t in table.tests:
-        if t.status != "kept":
+        if t.status != TestFileStatus.KEPT:
             out.add(tomlkit.comment(" ".join(t.line().split())))
     tests = tomlkit.array()
     tests.extend(table.upstream_tests)
@@ -344,10 +367,11 @@ def write(
     """Write the table; ``unchanged`` when the base already has these values.
 
     A different existing table is refused (a human, or another run, may have written it) unless
-    ``force``; then ``keep`` copies the file first and its answer (where) is returned. The check
-    is made on the file as it is at the write, holding its lock.
+    ``force``; then ``keep`` copies the file first and its answer (where) is returned (and kept
+    in ``table.kept``). The check is made on the file as it is at the write, holding its lock.
     """
     kept = None
+    table.bases_file = bases_file.name
 
     def check() -> bool:
         nonlocal kept
@@ -356,7 +380,7 @@ def write(
         if existing is None or not has_table(existing):
             return True
         if existing == table.pins():
-            table.status = "unchanged"
+            table.status = TableStatus.UNCHANGED
             return False
         if not force:
             raise RefusedError(
@@ -369,7 +393,8 @@ def write(
         return True
 
     if basesfile.set_seam(bases_file, table.base, toml_table(table), check):
-        table.status = "written"
+        table.status = TableStatus.WRITTEN
+    table.kept = kept
     return kept
 
 

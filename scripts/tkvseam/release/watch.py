@@ -30,15 +30,16 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .. import hints
+from ..answer import Answer
 from ..bases.index import default_index_url
 from ..bases.pins import Base, get_base, load_bases
 from ..bases.carried import carried_before, carried_bases
-from ..errors import EXIT_USAGE, SeamError
-from ..bases.index import IndexFile, listing
+from ..errors import EXIT_NEWER, EXIT_USAGE, NetworkError, SeamError
+from ..bases.index import IndexFile, Listing, listing
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
 from ..queue.patch import PlacementKind
-from .pin import PROJECT, parse_release, pin
+from .pin import PROJECT, PinStatus, parse_release, pin
 from ..port import render
 from ..port.model import PatchReport, PatchStatus
 from ..port.report import report as port_report
@@ -77,14 +78,15 @@ def _file_version(filename: str) -> Version | None:
     return version if name == PROJECT else None
 
 
-def index_releases(index_url: str | None = None) -> list[Release]:
-    """Every release of the project on the index, oldest first (PEP 440 order)."""
+def index_releases(index_url: str | None = None) -> tuple[list[Release], Listing]:
+    """Every release of the project on the index, oldest first (PEP 440 order); and the page."""
     by_version: dict[Version, Release] = {}
-    for entry in listing(PROJECT, index_url or default_index_url()).files:
+    page = listing(PROJECT, index_url or default_index_url())
+    for entry in page.files:
         version = _file_version(entry.filename)
         if version is not None:
             by_version.setdefault(version, Release(version)).files.append(entry)
-    return [by_version[v] for v in sorted(by_version)]
+    return [by_version[v] for v in sorted(by_version)], page
 
 
 def newer_releases(
@@ -198,21 +200,91 @@ def drift_markdown(from_base: Base, to_base: Base, reports: list[PatchReport]) -
 
 
 @dataclass
-class WatchResult:
+class WatchedRelease:
+    """One release newer than the carried base; with a report, what became of it."""
+
+    version: str
+    sdist: str | None
+    yanked: bool
+    prerelease: bool
+    pinned: bool  # in the bases file before the run
+    # with --report:
+    from_base: str | None = None  # the queue the report ports
+    error: SeamError | None = None  # why it has no report
+    pin: PinStatus | None = None
+    summary: dict[str, int] | None = None  # the report's columns (CATEGORIES)
+    markdown: Path | None = None
+    report_json: Path | None = None
+    shown: str = ""  # the report's Markdown as the summary line names it (project-relative)
+
+    def line(self) -> str:
+        if self.error is not None:
+            return f"{self.version}: no report: {self.error.message}"
+        if self.summary is not None:
+            return summary_line(self.version, self.summary, self.shown)
+        flags = ", ".join(f for f, on in (("pre-release", self.prerelease), ("yanked", self.yanked)) if on)
+        return f"{self.version}: {'pinned' if self.pinned else 'not pinned'}" + (
+            f" ({flags})" if flags else ""
+        )
+
+    def to_json(self) -> dict:
+        out: dict = {
+            "version": self.version,
+            "sdist": self.sdist,
+            "yanked": self.yanked,
+            "prerelease": self.prerelease,
+            "pinned": self.pinned,
+        }
+        if self.from_base is not None:
+            out["from_base"] = self.from_base
+        if self.error is not None:
+            out["error"] = str(self.error)
+        if self.summary is not None:
+            out |= {
+                "pin": str(self.pin),
+                "summary": self.summary,
+                "markdown": str(self.markdown),
+                "json": str(self.report_json),
+            }
+        if self.error is not None or self.summary is not None:
+            out["line"] = self.line()
+        return out
+
+
+@dataclass
+class WatchResult(Answer):
     since: str
     since_version: str
     from_base: str
-    releases: list[dict]
+    releases: list[WatchedRelease]
     errors: list[SeamError] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        versions = ", ".join(r.version for r in self.releases)
+        last = (
+            f"watch: {len(self.releases)} release(s) newer than {self.since} ({self.since_version}): {versions}"
+            if self.releases
+            else f"watch: no release newer than {self.since} ({self.since_version})"
+        )
+        return [r.line() for r in self.releases] + [last]
+
+    def notes(self) -> list[str]:
+        return [f"Error: {self.errors[0]}"] if self.errors else []
 
     def to_json(self) -> dict:
         return {
             "since": self.since,
             "since_version": self.since_version,
             "from_base": self.from_base,
-            "releases": self.releases,
+            "releases": [r.to_json() for r in self.releases],
             "errors": [str(e) for e in self.errors],
         }
+
+    def exit_code(self) -> int:
+        """The first report's error, else 11 when a newer release exists (not a failure), else 0."""
+        if self.errors:
+            return self.errors[0].exit_code
+        return EXIT_NEWER if self.releases else 0
 
 
 def _since(bases: dict[str, Base], since: str) -> Version:
@@ -265,17 +337,21 @@ def watch(
     from_base = get_base(bases, carried[-1])
     since = since or from_base.name
     since_version = _since(bases, since)
-    found = newer_releases(index_releases(index_url), since_version, pre, yanked)
+    releases, page = index_releases(index_url)
+    found = newer_releases(releases, since_version, pre, yanked)
+    if not found and page.skipped:  # what it could not read may be the release: not "nothing new"
+        raise NetworkError(
+            f"{page.url}: no release newer than {since} that tkv-seam can read, and {len(page.skipped)} "
+            f"entr{'y' if len(page.skipped) == 1 else 'ies'} it cannot ({'; '.join(page.skipped[:3])}): "
+            "the page cannot say that nothing is new",
+            hint="check TKV_SEAM_INDEX_URL: it must be a PEP 691 Simple API root",
+        )
     result = WatchResult(since, str(since_version), from_base.name, [])
     for rel in found:
         result.releases.append(
-            {
-                "version": str(rel.version),
-                "sdist": rel.sdist,
-                "yanked": rel.yanked,
-                "prerelease": rel.version.is_prerelease,
-                "pinned": f"v{rel.version}" in bases,
-            }
+            WatchedRelease(
+                str(rel.version), rel.sdist, rel.yanked, rel.version.is_prerelease, f"v{rel.version}" in bases
+            )
         )
     if report:
         out = root / DRIFT_DIR
@@ -303,9 +379,8 @@ def _report(
     if not write:
         target = out / "bases.toml"
         shutil.copyfile(bases_file, target)
-    lines = []
     for row in result.releases:
-        version = row["version"]
+        version = row.version
         try:
             # a release no carried queue is older than gets no report: refused before it is pinned
             # (with --write, into bases.toml itself) or downloaded, as carry refuses it
@@ -315,21 +390,18 @@ def _report(
             target_bases = load_bases(target, root)
             to_base = get_base(target_bases, pinned.name)
             source = _source(target_bases, root, to_base.version)
-            row["from_base"] = source.name
+            row.from_base = source.name
             markdown, data, counts = drift_report(root, source, to_base, cache, progress)
         except SeamError as e:
             result.errors.append(e)
-            row["error"] = str(e)
-            row["line"] = f"{version}: no report: {e.message}"
-            lines.append(row["line"])
+            row.error = e
             continue
         md, js = out / f"{version}.md", out / f"{version}.json"
         md.write_text(markdown)
         js.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        row |= {"pin": pinned.status, "summary": counts, "markdown": str(md), "json": str(js)}
-        row["line"] = summary_line(version, counts, str(md.relative_to(root)))
-        lines.append(row["line"])
-    (out / "summary.txt").write_text("".join(f"{line}\n" for line in lines))
+        row.pin, row.summary, row.markdown, row.report_json = pinned.status, counts, md, js
+        row.shown = str(md.relative_to(root))
+    (out / "summary.txt").write_text("".join(f"{row.line()}\n" for row in result.releases))
     (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
     seal_output_dir(out)
 

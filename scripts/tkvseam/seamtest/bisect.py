@@ -16,6 +16,7 @@ bisecting user may stop at any prefix.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -39,18 +40,26 @@ class Probe:
         return self.prefix == self.patch - 1
 
 
+class NodeKind(StrEnum):
+    """What a patch's header says of a node: ``Tests:`` fail before it and pass with it, a
+    ``Guard:`` passes with it."""
+
+    TEST = "test"
+    GUARD = "guard"
+
+
 @dataclass
 class BisectRow:
     k: int
     patch: str
     test: str
-    kind: str  # "test" or "guard"
+    kind: NodeKind
     at_k: str
     at_prev: str
 
     @property
     def ok(self) -> bool:
-        if self.kind == "guard":
+        if self.kind == NodeKind.GUARD:
             return self.at_k == PASSED
         return self.at_k == PASSED and self.at_prev == FAILED
 
@@ -186,7 +195,7 @@ class BisectLane:
             if self.only is not None and k not in self.only:
                 continue
             h = patch.header
-            for kind, nodes in (("test", h.tests), ("guard", h.guards)):
+            for kind, nodes in ((NodeKind.TEST, h.tests), (NodeKind.GUARD, h.guards)):
                 for node in nodes:
                     at_k = self.outcome(done, Probe(k, k), node)
                     at_prev = self.outcome(done, Probe(k, k - 1), node)

@@ -174,7 +174,7 @@ def test_push_reports_the_digest_and_the_registrys_own_error():
     )
     lines: list[str] = []
     out = push(ok, "127.0.0.1:5000/a:t", lines.append)
-    assert out == {
+    assert vars(out) == {
         "reference": "127.0.0.1:5000/a:t",
         "digest": "sha256:" + "9" * 64,
         "size": 953,

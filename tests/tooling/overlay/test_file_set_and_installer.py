@@ -40,10 +40,10 @@ def test_overlay_files_are_derived_from_the_patches(staged):
 def test_manifest_lists_pristine_and_patched_sha256(staged, tmp_path):
     project, paths, _, state = staged
     manifest = stage(project.tree, paths, tmp_path / "stage")
-    assert manifest["base"] == "v9.9.9" and manifest["commit"] == state["head"]
-    for entry in manifest["files"]:
-        assert entry["pristine_sha256"] != entry["patched_sha256"]
-        assert (tmp_path / "stage/overlay" / entry["path"]).exists()
+    assert manifest.base == "v9.9.9" and manifest.commit == state["head"]
+    for entry in manifest.files:
+        assert entry.pristine_sha256 != entry.patched_sha256
+        assert (tmp_path / "stage/overlay" / entry.path).exists()
     assert (tmp_path / "stage/overlay_install.py").exists()
 
 

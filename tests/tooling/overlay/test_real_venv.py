@@ -113,7 +113,7 @@ def test_a_foreign_vllm_names_its_version_and_the_users_venv_is_never_removed(tw
     assert f"base is not vLLM {NAME}: {PATHS[0]} has sha256" in err
     assert "is version 9.10.0)" in err
     hint = err.split("next: ", 1)[1]
-    assert "rm " not in hint and "--force-reinstall --no-deps vllm==9.9.9" in hint
+    assert "rm " not in hint and "--reinstall --no-deps vllm==9.9.9" in hint  # uv's: the venv has no pip
     assert str(venv.python) in hint
     assert json.loads(overlay(two, "install", venv, "--json", expect=4).stdout)["hint"] == hint.strip()
     assert venv.files()[PATHS[1]] == venv.pristine[PATHS[1]]
@@ -181,7 +181,7 @@ def test_a_vllm_outside_the_venv_is_never_patched_through_it(two, venv, tmp_path
     assert other.files() == other.pristine
     (venv.site / "elsewhere.pth").unlink()
     err = overlay(two, "install", venv, expect=1).stderr
-    assert "has no vllm package" in err and "pip show vllm" in err
+    assert "has no vllm package" in err and f"uv pip show --python {venv.python} vllm" in err
     monkeypatch.setenv("PYTHONPATH", str(other.site))
     overlay(two, "install", venv, expect=1)  # still the venv's own (none), not PYTHONPATH's
     assert other.files() == other.pristine

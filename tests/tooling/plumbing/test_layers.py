@@ -33,6 +33,7 @@ LAYERS = {
     "tree": ("tree", "port.tree", "bases.repo", "bases.sdist"),
     "domain": ("queue", "bases.pins", "bases.file", "bases.carried", "port.model", "port.analysis"),
     "plumbing": (
+        "answer",
         "errors",
         "hints",
         "progress",

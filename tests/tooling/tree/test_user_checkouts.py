@@ -153,4 +153,4 @@ def test_a_switch_killed_at_each_step_from_another_checkout_is_finished_on_seam(
         assert git.rev_parse(project.tree, "mine") == before
     project.refresh()
     assert "return b * a" in (project.root / "patches/0002-add-mul.patch").read_text()
-    assert {r["status"] for r in json.loads(project.refresh("--json").output)} == {"unchanged"}
+    assert {r["status"] for r in json.loads(project.refresh("--json").output)["exported"]} == {"unchanged"}

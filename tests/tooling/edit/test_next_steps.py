@@ -1,0 +1,93 @@
+"""The next steps of refresh and stylecheck (issue 26): refresh over uncommitted edits names the
+README's recipe (a fixup commit, then the autosquash rebase) and it runs as written; stylecheck
+without its tree says how to make one, never ``ls -ld build``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tkvseam import git
+
+from ..fixtures.hintcheck import commands, problems
+from ..fixtures.queue import make_one_patch, message
+from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
+
+NEXT = f"v{NEXT_VERSION}"
+
+
+def hint_of(res) -> str:
+    return res.stderr.split("next: ", 1)[1].strip()
+
+
+def test_stylecheck_without_its_tree_says_to_make_the_tree(project):
+    res = project.cli("stylecheck", "--base", NAME, "--json", expect=2)
+    out = json.loads(res.stdout)
+    assert "is not a tree tkv-seam made" in out["error"] and out["hint"].startswith(
+        f"make lint-patches BASE={NAME}"
+    )
+    assert "ls -ld" not in out["hint"] and problems(out["hint"]) == []
+    other = project.root.parent / "elsewhere"
+    res = project.cli(
+        "stylecheck", "--base", NAME, "--tree", str(other), expect=2
+    )  # no tree there yet: make it there
+    assert hint_of(res) == (
+        f"`.venv/bin/tkv-seam apply --base {NAME} --tree {other}`, then "
+        f"`.venv/bin/tkv-seam stylecheck --base {NAME} --tree {other}`"
+    )
+    other.mkdir()  # a directory of the user's: never the place to apply into
+    hint = hint_of(project.cli("stylecheck", "--base", NAME, "--tree", str(other), expect=2))
+    assert "apply" not in hint and f"make lint-patches BASE={NAME}" in hint and problems(hint) == []
+
+
+def test_stylecheck_of_a_tree_of_another_base_names_that_base(project, releases):
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    project.apply()
+    res = project.cli("stylecheck", "--base", NEXT, "--tree", str(project.tree), expect=2)
+    assert f"holds {NAME}, not {NEXT}" in res.stderr
+    assert hint_of(res) == f".venv/bin/tkv-seam stylecheck --base {NAME} --tree {project.tree}"
+
+
+@pytest.mark.parametrize("untracked", [False, True], ids=["edited", "new-file"])
+def test_refresh_over_uncommitted_edits_hints_the_fixup_recipe_and_it_runs(project, untracked):
+    make_one_patch(project)
+    cache = project.tree / "vllm/config/cache.py"
+    cache.write_text(cache.read_text().replace("line 20\n", "line 20 (seam)\n"))
+    if untracked:
+        (project.tree / "vllm/config/extra.py").write_text("EXTRA = 1\n")
+    res = project.refresh(expect=5)
+    hint = hint_of(res)
+    assert "--fixup=:/^" in hint and "--autosquash" in hint and problems(hint) == []
+    if not untracked:  # every edited file is one patch's: the hint names it
+        assert "'--fixup=:/^cache-tweak:'" in hint and "commit -a" in hint
+    else:  # a new file no patch has: commit -a would leave it out, and the patch is for you to name
+        assert "add -A" in hint and "<slug>" in hint
+        return
+    fold, squash = commands(hint)[:2]
+    for cmd in (fold, squash):
+        subprocess.run(cmd, shell=True, check=True, cwd=project.root, capture_output=True)
+    assert "1 changed" in project.refresh().stdout
+    assert "+# line 20 (seam)" in (project.root / "patches/0001-cache-tweak.patch").read_text()
+
+
+def test_the_fixup_hint_runs_as_written_for_a_tree_at_an_odd_path(project):
+    tree = project.root / "build" / "my 'odd' tree"
+    project.cli("apply", "--base", NAME, "--tree", str(tree))
+    cache = tree / "vllm/config/cache.py"
+    cache.write_text(cache.read_text().replace("line 10\n", "line 10 (seam)\n"))
+    git.commit(tree, message("cache-tweak"), "Seam Dev <dev@example.invalid>", paths=["vllm/config/cache.py"])
+    project.cli("refresh", "--base", NAME, "--tree", str(tree))
+    cache.write_text(cache.read_text().replace("line 30\n", "line 30 (seam)\n"))
+    res = project.cli("refresh", "--base", NAME, "--tree", str(tree), "--json", expect=5)
+    hint = json.loads(res.stdout)["hint"]
+    for cmd in commands(hint)[:2]:
+        subprocess.run(cmd, shell=True, check=True, cwd=project.root, capture_output=True)
+    assert (
+        json.loads(project.cli("refresh", "--base", NAME, "--tree", str(tree), "--json").stdout)["changed"]
+        == 1
+    )
+    assert "+# line 30 (seam)" in (project.root / "patches/0001-cache-tweak.patch").read_text()
