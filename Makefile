@@ -4,11 +4,38 @@
 # VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch), EXCLUDE_NEWER= (make lock-cpu).
 # PATCH=<n|slug> (make bisect: one patch), TKV_SEAM_JOBS=<n> (test processes at once).
 
+# What a user gives is text, never make code: every variable set on the command line, and each
+# variable below this Makefile reads from the environment, becomes its own value as written
+# ($(value)), held as a simple variable (referencing it never expands what it holds again) and
+# exported as it is (make would expand a command-line variable to export it). `$(shell …)`, `$$`,
+# backticks and quotes in them reach the tool unchanged; nothing in them runs.
+user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUDE_NEWER PATCH PLUGIN \
+             VERDICT REASON JSON DIFF PORT_TREE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS \
+             PYTHON PIP_FIND_LINKS UV_CACHE_DIR BASE_IMAGE STAND_IN TURBO_ATTN PUSH REGISTRY REPOSITORY \
+             IMAGE_TAG IMAGE_SOURCE INSTALLER DOCKER_HOST TKV_SEAM_CACHE TKV_SEAM_INDEX_URL \
+             TKV_SEAM_LOCK_TIMEOUT HOME
+base_origin := $(origin BASE)
+$(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
+  $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
+# A path pasted into a recipe line, quoted for the shell when it holds more than a plain path:
+# $(call sh,$(VENV)).
+shell_meta := ' " ` $$ ; & | < > ( ) \ * ? [ ] ~ ! { } ^ \#
+sh = $(if $(strip $(foreach c,$(shell_meta),$(findstring $(c),$(1)))$(filter-out 1,$(words $(1)))),'$(subst ','\'',$(1))',$(1))
+
 BASE    ?= v0.31.0
+# BASE names files and targets (build/vllm-BASE, .venv-vllm-BASE, ci/lock-cpu-BASE.txt) and goes on
+# recipe lines: a base name only (letters, digits, . _ + -), else make stops before any recipe runs.
+name_chars := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P Q R S \
+              T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ + -
+base_rest := $(BASE)
+$(foreach c,$(name_chars),$(eval base_rest := $$(subst $(c),,$$(base_rest))))
+ifneq ($(base_rest)$(filter-out 0 1,$(words $(BASE)))$(filter -%,$(firstword $(BASE))),)
+$(error BASE='$(BASE)' is not a base name (letters, digits, . _ + -, e.g. BASE=v0.32.0; .venv/bin/tkv-seam bases lists them))
+endif
 # `make test` checks every carried base (each base of bases.toml whose queue exists: `tkv-seam
 # carried`, release order), each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
 # (BASE on the command line or in the environment) checks that one base only.
-ONE_BASE := $(if $(filter command line environment,$(origin BASE)),$(BASE),)
+ONE_BASE := $(if $(filter command line environment,$(base_origin)),$(BASE),)
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
 VENV    := .venv
@@ -19,7 +46,7 @@ TOOL    := $(VENV)/bin/tkv-seam
 FORCE_FLAG := $(if $(filter 1 yes true,$(FORCE)),--force,)
 export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 # uv ignores pip's config: point it at the local CPU torch wheel when the machine has one.
-FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
+FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(call sh,$(PIP_FIND_LINKS)),)
 
 .DEFAULT_GOAL := help
 .PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
@@ -33,19 +60,19 @@ help: ## Show this help
 	@echo "Any target: TKV_SEAM_CACHE=<dir> TKV_SEAM_INDEX_URL=<url> TKV_SEAM_LOCK_TIMEOUT=<s> (also from the environment)"
 
 $(VENV)/.done: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9
-	$(UV) pip install -q -p $(VENV)/bin/python -e '.[test]'
-	touch $@
+	$(call sh,$(PYTHON)) -m venv $(call sh,$(VENV))
+	$(call sh,$(VENV))/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9
+	$(call sh,$(UV)) pip install -q -p $(call sh,$(VENV))/bin/python -e '.[test]'
+	touch $(call sh,$@)
 
 venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff | PYTHON=python3.11
 
 # uv skips the lock's '#' header lines (how it was made, how to remake it).
 $(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
-	rm -rf $(VLLM_VENV)
-	$(UV) venv -q -p $(PYTHON) $(VLLM_VENV)
-	$(UV) pip install -q -p $(VLLM_VENV)/bin/python --no-deps $(FIND_LINKS) -r $(LOCK)
-	touch $@
+	rm -rf $(call sh,$(VLLM_VENV))
+	$(call sh,$(UV)) venv -q -p $(call sh,$(PYTHON)) $(call sh,$(VLLM_VENV))
+	$(call sh,$(UV)) pip install -q -p $(call sh,$(VLLM_VENV))/bin/python --no-deps $(FIND_LINKS) -r $(call sh,$(LOCK))
+	touch $(call sh,$@)
 
 # A base without its lock yet: say which command makes it (instead of make's "No rule to make target").
 ci/lock-cpu-%.txt:
@@ -58,15 +85,15 @@ lock-cpu: export TKV_LOCK_EXCLUDE_NEWER := $(value EXCLUDE_NEWER)
 lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt with uv and this machine's CPU torch | BASE=<base> EXCLUDE_NEWER=<time> (the same pins again)
 	@set -- lock-cpu $(BASE); \
 	if [ -n "$$TKV_LOCK_EXCLUDE_NEWER" ]; then set -- "$$@" --exclude-newer "$$TKV_LOCK_EXCLUDE_NEWER"; fi; \
-	echo "$(TOOL) $$*" >&2; \
-	exec $(TOOL) "$$@"
+	echo $(call sh,$(TOOL)) "$$*" >&2; \
+	exec $(call sh,$(TOOL)) "$$@"
 
 seam-table: export TKV_SEAMTABLE_PLUGIN := $(value PLUGIN)
 seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from | BASE=<base> PLUGIN='turbo-attn==<v>' FORCE=1
 	@set -- seam-table $(BASE); \
 	if [ -n "$$TKV_SEAMTABLE_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_SEAMTABLE_PLUGIN"; fi; \
-	echo "$(TOOL) $$* $(FORCE_FLAG)" >&2; \
-	exec $(TOOL) "$$@" $(FORCE_FLAG)
+	echo $(call sh,$(TOOL)) "$$* $(FORCE_FLAG)" >&2; \
+	exec $(call sh,$(TOOL)) "$$@" $(FORCE_FLAG)
 
 # make carry VERSION=0.34.0 [PLUGIN='turbo-attn==X'] [VERDICT=...] [REASON='...']: what a user gives reaches
 # the tool through the environment, taken with $(value), as for make port (nothing in it is re-read as shell).
@@ -80,40 +107,40 @@ carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again
 	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
 	if [ -n "$$TKV_CARRY_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_CARRY_VERDICT"; fi; \
 	if [ -n "$$TKV_CARRY_REASON" ]; then set -- "$$@" --reason "$$TKV_CARRY_REASON"; fi; \
-	echo "$(TOOL) $$*" >&2; \
-	exec $(TOOL) "$$@" $(if $(value JSON),--json,)
+	echo $(call sh,$(TOOL)) "$$*" >&2; \
+	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,)
 
 retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dropped/; not v0.31.0) | BASE=<base> FORCE=1
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
-	$(TOOL) retire $(BASE) $(FORCE_FLAG)
+	$(call sh,$(TOOL)) retire $(BASE) $(FORCE_FLAG)
 
 venv-vllm: $(VLLM_VENV)/.done ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch, from ci/lock-cpu-BASE.txt | BASE=<base> PYTHON=python3.11 PIP_FIND_LINKS=<dir>
 
 apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE | BASE=<base> FORCE=1 VLLM_GIT=<url-or-path>
-	$(TOOL) apply --base $(BASE) $(FORCE_FLAG)
+	$(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG)
 
 refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one | BASE=<base> FORCE=1
-	$(TOOL) refresh --base $(BASE) $(FORCE_FLAG)
+	$(call sh,$(TOOL)) refresh --base $(BASE) $(FORCE_FLAG)
 
 lint: venv lint-code lint-workflows lint-queue ## Lint a queue (BASE's), the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate) | BASE=<base>
 
 lint-queue: venv ## BASE's queue (headers, paths, series) and its patched files (the base's ruff gate) | BASE=<base>
-	$(TOOL) lint --base $(BASE)
+	$(call sh,$(TOOL)) lint --base $(BASE)
 	$(MAKE) --no-print-directory lint-patches
 
 lint-code: venv ## The tool's own ruff check and ruff format --check (scripts, tests, bench)
-	$(VENV)/bin/ruff check scripts tests bench
-	$(VENV)/bin/ruff format --check scripts tests bench
+	$(call sh,$(VENV))/bin/ruff check scripts tests bench
+	$(call sh,$(VENV))/bin/ruff format --check scripts tests bench
 
 # check-jsonschema carries GitHub's workflow schema: validated offline, the workflow is not run here.
 lint-workflows: venv ## The GitHub workflows against GitHub's workflow schema (offline)
-	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(call sh,$(VENV))/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 lint-patches: apply ## The base's style gate (its ruff pin in bases.toml, the tree's pyproject) on every patched .py file | BASE=<base>
-	$(TOOL) stylecheck --base $(BASE)
+	$(call sh,$(TOOL)) stylecheck --base $(BASE)
 
 test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per carried base (tkv-seam carried, or BASE=) queue lint, seam tests on CPU, image | BASE=<base> TKV_SEAM_JOBS=<n>
-	@bases="$(ONE_BASE)"; [ -n "$$bases" ] || bases=$$($(TOOL) -q carried) || exit 1; bases=$$(echo $$bases); \
+	@bases="$(ONE_BASE)"; [ -n "$$bases" ] || bases=$$($(call sh,$(TOOL)) -q carried) || exit 1; bases=$$(echo $$bases); \
 	[ -n "$$bases" ] || { echo "make test: no carried base (tkv-seam carried)" >&2; exit 1; }; \
 	failed=; for b in $$bases; do \
 	  echo "== make test-base BASE=$$b"; \
@@ -125,56 +152,56 @@ test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests
 test-base: lint-queue check-refresh test-series test-seam test-image ## One base's checks (BASE): queue lint, refresh round trip, series, seam lanes, image | BASE=<base> TKV_SEAM_JOBS=<n>
 
 test-tooling: venv ## The queue's own tests (synthetic bases, offline)
-	$(VENV)/bin/python -m pytest -q tests/tooling
+	$(call sh,$(VENV))/bin/python -m pytest -q tests/tooling
 
 test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am | BASE=<base>
-	BASE=$(BASE) $(VENV)/bin/python -m pytest -q tests/series
+	BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q tests/series
 
 test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both) | BASE=<base> DOCKER_HOST=<socket>
-	BASE=$(BASE) $(VENV)/bin/python -m pytest -q -rs tests/image
+	BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q -rs tests/image
 
 test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores) | BASE=<base> TKV_SEAM_JOBS=<n>
-	$(TOOL) seamtest all --base $(BASE)
+	$(call sh,$(TOOL)) seamtest all --base $(BASE)
 
 bisect: export TKV_BISECT_PATCH := $(value PATCH)
 bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
 	@set -- seamtest bisect --base $(BASE); \
 	if [ -n "$$TKV_BISECT_PATCH" ]; then set -- "$$@" --patch "$$TKV_BISECT_PATCH"; fi; \
-	echo "$(TOOL) $$*" >&2; \
-	exec $(TOOL) "$$@"
+	echo $(call sh,$(TOOL)) "$$*" >&2; \
+	exec $(call sh,$(TOOL)) "$$@"
 
 seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>
-	$(TOOL) seamtest full --base $(BASE)
+	$(call sh,$(TOOL)) seamtest full --base $(BASE)
 
 seam-full-cuda: apply venv-vllm ## All seam tests, platform reporting is_cuda_alike() (CUDA-only branches) | BASE=<base> TKV_SEAM_JOBS=<n>
-	$(TOOL) seamtest full --cuda-alike --base $(BASE)
+	$(call sh,$(TOOL)) seamtest full --cuda-alike --base $(BASE)
 
 upstream: apply venv-vllm ## vLLM's own tests: no failure that stock BASE does not show | BASE=<base> TKV_SEAM_JOBS=<n>
-	$(TOOL) seamtest upstream --base $(BASE)
+	$(call sh,$(TOOL)) seamtest upstream --base $(BASE)
 
 plugin: apply venv-vllm ## The base's turbo-attn pin loads on the patched vLLM (and breaks stock) | BASE=<base> TKV_SEAM_JOBS=<n>
-	$(TOOL) seamtest plugin --base $(BASE)
+	$(call sh,$(TOOL)) seamtest plugin --base $(BASE)
 
 differential: apply venv-vllm ## Patched vs pristine BASE planner on random unfused plans (tests/differential) | BASE=<base> TKV_SEAM_JOBS=<n>
-	$(TOOL) seamtest differential --base $(BASE)
+	$(call sh,$(TOOL)) seamtest differential --base $(BASE)
 
 overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm-BASE | BASE=<base>
-	$(TOOL) overlay install --base $(BASE)
+	$(call sh,$(TOOL)) overlay install --base $(BASE)
 
 overlay-restore: apply venv-vllm ## Put the pristine BASE files back into .venv-vllm-BASE | BASE=<base>
-	$(TOOL) overlay restore --base $(BASE)
+	$(call sh,$(TOOL)) overlay restore --base $(BASE)
 
 bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios | BASE=<base>
-	$(VENV)/bin/python bench/bench.py --base $(BASE)
+	$(call sh,$(VENV))/bin/python bench/bench.py --base $(BASE)
 
 # The image's variables reach the tool through the environment (never through a shell string):
 # BASE_IMAGE, STAND_IN=1, TURBO_ATTN (empty: no plugin), PUSH=1, REGISTRY, REPOSITORY, IMAGE_TAG,
 # IMAGE_SOURCE; make standin: INSTALLER=none.
 image: apply ## Build the overlay image (TURBO_ATTN= empty: no plugin) | BASE=<base> BASE_IMAGE=<image> STAND_IN=1 TURBO_ATTN='<req --hash=sha256:…>' PUSH=1 REGISTRY=<host[:port]> REPOSITORY=<path> IMAGE_TAG=<ref> IMAGE_SOURCE=<url> JSON=1 DOCKER_HOST=<socket>
-	$(TOOL) image --base $(BASE) $(if $(JSON),--json,)
+	$(call sh,$(TOOL)) image --base $(BASE) $(if $(value JSON),--json,)
 
 standin: apply ## Import a local stand-in of BASE's official image (no registry needed; INSTALLER=none: no uv) | BASE=<base> INSTALLER=none JSON=1 DOCKER_HOST=<socket>
-	$(TOOL) standin --base $(BASE) $(if $(JSON),--json,)
+	$(call sh,$(TOOL)) standin --base $(BASE) $(if $(value JSON),--json,)
 
 # make port VERB=<verb> TO=<base> [BASE=<base>] [REASON='...'] [VERDICT=...] [PORT_TREE=<dir>] [JSON=1] [FORCE=1]
 # One verb per run (docs/port.md, "The port verbs"). The text a user gives (VERB, TO, BASE, REASON,
@@ -200,18 +227,18 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \
 	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \
 	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
-	echo "$(TOOL) $$*" >&2; \
-	exec $(TOOL) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
+	echo $(call sh,$(TOOL)) "$$*" >&2; \
+	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 
 # DIFF and BASE reach `drift --diff` through the environment; without BASE= every pair of bases.
 drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff | DIFF=<slug> BASE=<base> JSON=1
-	$(TOOL) drift $(if $(JSON),--json,)
+	$(call sh,$(TOOL)) drift $(if $(value JSON),--json,)
 
 pin: export TKV_PIN_VERSION := $(value VERSION)
 pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0) | VERSION=<version>
 	@if [ -z "$$TKV_PIN_VERSION" ]; then echo "usage: make pin VERSION=0.34.0" >&2; exit 2; fi; \
-	echo "$(TOOL) pin $$TKV_PIN_VERSION" >&2; \
-	exec $(TOOL) pin "$$TKV_PIN_VERSION"
+	echo $(call sh,$(TOOL)) "pin $$TKV_PIN_VERSION" >&2; \
+	exec $(call sh,$(TOOL)) pin "$$TKV_PIN_VERSION"
 
 # make can only exit 2 on a failed recipe: the tool's exit 11 (a newer release exists, not a
 # failure) becomes 0 here; call `tkv-seam watch` directly to branch on it.
@@ -222,16 +249,16 @@ watch: venv ## vLLM releases newer than the carried base; REPORT=1 writes build/
 	@set -- watch; \
 	if [ -n "$$TKV_WATCH_SINCE" ]; then set -- "$$@" --since "$$TKV_WATCH_SINCE"; fi; \
 	set -- "$$@" $(strip $(WATCH_ARGS)); \
-	echo "$(TOOL) $$*"; \
-	rc=0; $(TOOL) "$$@" || rc=$$?; \
+	echo $(call sh,$(TOOL)) "$$*"; \
+	rc=0; $(call sh,$(TOOL)) "$$@" || rc=$$?; \
 	if [ $$rc -eq 11 ]; then echo "make watch: newer release(s) above (tkv-seam exit 11)"; rc=0; fi; exit $$rc
 
 # clean is the tool's (tkv-seam clean): it removes only what it made and refuses trees holding work
 # (a stopped port, commits not refreshed, files git ignores), naming the command that keeps them.
 clean: ## Remove what the tool made under build/ but build/dropped/; refuses work (FORCE=1: kept in build/dropped/ first) | FORCE=1
 	@if [ -e build ] || [ -L build ]; then \
-	  $(MAKE) -s --no-print-directory $(VENV)/.done && $(TOOL) clean $(FORCE_FLAG); fi
+	  $(MAKE) -s --no-print-directory $(call sh,$(VENV)/.done) && $(call sh,$(TOOL)) clean $(FORCE_FLAG); fi
 
 check-refresh: apply ## apply then refresh changes no byte of patches/ or series | BASE=<base>
-	$(TOOL) refresh --base $(BASE)
+	$(call sh,$(TOOL)) refresh --base $(BASE)
 	git diff --exit-code -- patches series

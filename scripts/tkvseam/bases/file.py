@@ -8,6 +8,7 @@ The file lists the bases in release order (PEP 440), whatever order they are pin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -133,9 +134,12 @@ def set_seam(path: Path, name: str, seam: Table, check: Callable[[], bool] | Non
     return True
 
 
-def remove_base(path: Path, name: str) -> bool:
-    """Drop ``name``'s table (and its ``.seam`` table); False when the file has none."""
-    with locked(lock_path(path), f"the bases file {path}"):
+def remove_base(path: Path, name: str, held: bool = False) -> bool:
+    """Drop ``name``'s table (and its ``.seam`` table); False when the file has none.
+
+    ``held``: the caller holds the file's lock already (``retire`` holds it for its whole run).
+    """
+    with contextlib.nullcontext() if held else locked(lock_path(path), f"the bases file {path}"):
         doc = read(path)
         if name not in doc:
             return False

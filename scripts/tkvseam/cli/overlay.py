@@ -109,7 +109,7 @@ def _other_bases(ctx: Context, base_name: str, verb: str, python: Path) -> dict[
 
 def _install(ctx: Context, base_name, tree, python, commit_of, verb):
     from ..bases.carried import queue_overlay_paths
-    from ..overlay.stage import install_commit
+    from ..overlay.stage import install_commit, restore_paths
     from ..tree.seamtree import SeamTree
 
     target = "overlay" if verb == "install" else "overlay-restore"
@@ -129,9 +129,12 @@ def _install(ctx: Context, base_name, tree, python, commit_of, verb):
         again = hints.make(target, BASE=base_name)
     else:
         again = hints.tool("overlay", verb, "--base", base_name, "--tree", tree_path, "--python", venv_python)
+    # restore: what the venv's record says its overlay replaced (the queue's files only help a
+    # venv an older tkv-seam overlaid); install: the queue's overlay set
+    paths = (queue_overlay_paths if verb == "install" else restore_paths)(ctx.root, ctx.base(base_name))
     done = install_commit(
         tree_path,
-        queue_overlay_paths(ctx.root, ctx.base(base_name)),
+        paths,
         layout.overlay_venv_stage(ctx.root),
         commit,
         venv_python,

@@ -24,10 +24,12 @@ from packaging.version import InvalidVersion, Version
 
 from .. import git, hints
 from ..answer import Answer, plain
-from ..errors import SeamError, UsageError, VerifyError
+from ..errors import BusyError, SeamError, UsageError, VerifyError
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
 from ..progress import QUIET, Progress
+from ..queue.footprint import PACKAGE_PREFIX
+from ..queue.series import read_series
 from ..tree.seamtree import SeamTree
 
 INSTALLER = Path(__file__).with_name("install.py")
@@ -36,7 +38,7 @@ STAGE_NAMES = ("manifest.json", "overlay", "overlay_install.py")
 CONTEXT_KIND = "an image build context"
 CONTEXT_NAMES = ("Dockerfile", "tkv-seam")
 # The installer's exit statuses (overlay_install.py's docstring).
-NOT_PRISTINE, NO_VLLM, CANNOT_WRITE = 1, 2, 3
+NOT_PRISTINE, NO_VLLM, CANNOT_WRITE, BUSY = 1, 2, 3, 4
 
 
 @dataclass
@@ -148,6 +150,27 @@ def _legacy_context(dest: Path) -> bool:
 def replace_context_dir(dest: Path) -> None:
     """The image's build context directory, created or a previous context emptied (else refused)."""
     replace_output_dir(dest, CONTEXT_KIND, legacy=_legacy_context, rerun="make image")
+
+
+def restore_paths(root: Path, base) -> list[str]:
+    """The vllm/ files ``base``'s queue modifies, for a restore to stage as they are in the base.
+
+    Only a help for a venv an older tkv-seam overlaid (its record holds no copy of the pristine
+    files): the venv's own record says what its overlay replaced, whatever the queue is now, so
+    a queue that cannot say (a patch adding a vllm/ file, one that does not parse) gives none.
+    """
+    try:
+        patches = read_series(root, base.queue, base.name).load()
+    except (SeamError, OSError):
+        return []
+    return sorted(
+        {
+            fc.old
+            for p in patches
+            for fc in p.files
+            if fc.kind == "modify" and fc.old.startswith(PACKAGE_PREFIX)
+        }
+    )
 
 
 def stage_locked(
@@ -272,6 +295,8 @@ def install_into_venv(
     if status == CANNOT_WRITE:
         where = shlex.quote(result.get("path") or str(python.parent.parent))
         raise SeamError(message, hint=f"ls -ld {where}  (make it writable for you), then {again}")
+    if status == BUSY:
+        raise BusyError(message, hint=f"let the other overlay run finish, then {again}")
     if status == NO_VLLM:
         if own_venv:
             raise SeamError(message, hint=f"make venv-vllm BASE={base}  (installs vLLM {base} into it)")

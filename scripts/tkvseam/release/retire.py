@@ -1,19 +1,25 @@
 """Retire a base: its queue, pin, CPU lock and the trees the tool built for it go.
 
-Everything is checked before anything changes: the top-level queue (v0.31.0's ``series`` +
-``patches/``, what ``make apply BASE=v0.31.0``, ``quilt push -a`` and ``git am`` read with no
-variables) is refused, and so is a base another port is being carried from, a tree holding
-work the tool did not record (unless ``--force``), or a queue that is a symlink. Then:
+Everything is checked before anything changes, holding the bases file's lock and the lock of
+every build and port tree of the project for the whole run (no pin, seam-table, apply or port
+runs meanwhile; a port that started before is met once its tree is in place). Refused: a name
+the bases file does not pin (exit 2, whatever lies at its queue path), the top-level queue
+(v0.31.0's ``series`` + ``patches/``, what ``make apply BASE=v0.31.0``, ``quilt push -a`` and
+``git am`` read with no variables; its paths are compared resolved and normalised, however the
+bases file spells them), a base another port is being carried from, a tree holding work the
+tool did not record (unless ``--force``), or a queue that is a symlink. Then:
 
 1. a copy of the queue directory, the lock and the bases file goes to ``build/dropped/<time>-retire-<base>/``;
 2. the trees: ``build/vllm-<base>``, ``build/port-<base>`` (with ``--force``, one holding your
    work is kept in the kept directory first: a bundle, as ``port abort`` keeps a port tree), ``build/seamtest/<base>``,
-   ``build/bench/<base>``, the test venv ``.venv-vllm-<base>``, and in the cache the pristine
-   repository ``bases/<base>-sdist`` and the stock baselines ``seamtest/upstream-stock-<base>-*``
-   (the downloaded sdist stays, like ``make clean`` keeps the download cache);
+   ``build/bench/<base>``, the test venv ``.venv-vllm-<base>``;
 3. ``ci/lock-cpu-<base>.txt``; the queue's own files (``series``, the patches it lists,
    ``PORT.md``; anything else in the directory is left and named); last the base's tables in
-   the bases file. A run killed half-way is finished by running it again.
+   the bases file. A run killed half-way is finished by running it again; what to commit is
+   what git sees changed (a lock an earlier killed run deleted too).
+
+The per-user cache (``bases/<base>-sdist``, the stock baselines) is not the project's: every
+checkout and every run using it shares it, so it is left, and named.
 """
 
 from __future__ import annotations
@@ -25,10 +31,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import layout
+from .. import git, hints, layout
 from ..answer import Answer
 from ..bases import file as basesfile
-from ..bases.pins import Base, lock_file, load_bases
+from ..bases.pins import Base, load_bases
 from ..bases.carried import PORT_VERDICTS
 from ..errors import RefusedError, SeamError, UsageError
 from ..fsutil import lexists
@@ -57,7 +63,11 @@ class RetireResult(Answer):
             + [f"  left    {path}" for path in self.left]
             + [
                 f"{self.base}: retired; a copy of its queue, lock and the old bases file is in {self.kept}\n"
-                + (f"\n  commit it: git add -A {' '.join(self.to_commit)}" if self.to_commit else "")
+                + (
+                    f"\n  commit it: {hints.shell('git', 'add', '-A', *self.to_commit)}"
+                    if self.to_commit
+                    else ""
+                )
             ]
         )
 
@@ -72,14 +82,60 @@ def _inside(root: Path, path: Path) -> bool:
     ).parts
 
 
-def _refuse_top_level(name: str, queue: Queue) -> None:
-    if queue.series == DEFAULT_QUEUE.series or queue.patches == DEFAULT_QUEUE.patches:
+def _same_path(root: Path, a: str, b: str) -> bool:
+    """``a`` and ``b`` (project-relative) name one path: normalised, resolved, or the same file."""
+    pa, pb = root / a, root / b
+    if os.path.normpath(a) == os.path.normpath(b) or pa.resolve() == pb.resolve():
+        return True
+    try:
+        return os.path.samefile(pa, pb)
+    except OSError:
+        return False
+
+
+def _refuse_top_level(root: Path, name: str, queue: Queue) -> None:
+    if _same_path(root, queue.series, DEFAULT_QUEUE.series) or _same_path(
+        root, queue.patches, DEFAULT_QUEUE.patches
+    ):
+        spelt = (queue.series, queue.patches) != (DEFAULT_QUEUE.series, DEFAULT_QUEUE.patches)
         raise RefusedError(
-            f"{name}'s queue is the top-level one (`{queue.series}` + `{queue.patches}/`): it is what "
+            f"{name}'s queue is the top-level one (`{DEFAULT_QUEUE.series}` + `{DEFAULT_QUEUE.patches}/`"
+            + (f", spelt `{queue.series}` + `{queue.patches}` in the bases file" if spelt else "")
+            + "): it is what "
             f"`make apply BASE={name}`, `quilt push -a` and `git am patches/*.patch` use with no variables, "
             "and every other base's queue lives under patches/; it cannot be retired",
             hint=".venv/bin/tkv-seam carried   (retire one of the other carried bases instead)",
         )
+
+
+def _unknown(root: Path, bases: dict[str, Base], name: str) -> UsageError:
+    """A name the bases file does not pin: nothing of it is retired, whatever its paths hold."""
+    known = ", ".join(bases) or "none"
+    close = f"v{name}" if f"v{name}" in bases else None
+    queue = Queue.for_base(name)
+    there = [
+        rel
+        for rel in (f"{queue.patches}/", f"ci/lock-cpu-{name}.txt")
+        if _NAME.fullmatch(name) and lexists(root / rel.rstrip("/"))
+    ]
+    left = (
+        f" ({' and '.join(there)} exist but are no pinned base's: retire leaves them; remove them "
+        "with git rm if they are yours to drop)"
+        if there
+        else ""
+    )
+    return UsageError(
+        f"unknown base {name!r}: bases.toml pins no such base{left}; known bases: {known}",
+        hint=f"make retire BASE={close}" if close else ".venv/bin/tkv-seam carried",
+    )
+
+
+def _port_trees(root: Path) -> list[SeamTree]:
+    """Every port tree of the project: those in place and those a run is building (its lock)."""
+    build = layout.build(root)
+    names = {p.name for p in build.glob("port-*")}
+    names |= {p.name[1:].removesuffix(".lock") for p in build.glob(".port-*.lock")}
+    return [SeamTree(build / n, root) for n in sorted(names)]
 
 
 def _ports_from(root: Path, name: str) -> list[str]:
@@ -107,6 +163,7 @@ def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
         own += [directory / n for n in parse_series_text(series.read_text()) if (directory / n).is_file()]
     if (directory / PORT_VERDICTS).is_file():
         own.append(directory / PORT_VERDICTS)
+    own = [p for p in dict.fromkeys(own) if p != series]  # a series listing itself goes once, last
     if series.is_file():
         own.append(series)
     others = []
@@ -125,43 +182,41 @@ def retire(
     root: Path, bases_file: Path, name: str, cache: Path, force: bool = False, progress: Progress = QUIET
 ) -> RetireResult:
     """Retire base ``name`` (see the module docstring)."""
-    bases = load_bases(bases_file, root)
-    basesfile.refuse_link(bases_file)  # its tables go last: a link refused there would leave the rest done
-    base: Base | None = bases.get(name)
-    if base is None and not _NAME.fullmatch(name):
+    if not _NAME.fullmatch(name):
         raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint=".venv/bin/tkv-seam carried")
-    queue = base.queue if base else Queue.for_base(name)
-    _refuse_top_level(name, queue)
-    lock = root / f"ci/lock-cpu-{name}.txt"
-    queue_dir = root / queue.patches
-    if base is None and not queue_dir.exists() and not lock.exists():
-        known = ", ".join(bases) or "none"
-        close = f"v{name}" if f"v{name}" in bases else None
-        raise UsageError(
-            f"unknown base {name!r}: no pin, queue or lock; known bases: {known}",
-            hint=f"make retire BASE={close}" if close else ".venv/bin/tkv-seam carried",
-        )
-    if queue_dir.is_symlink() or (root / queue.series).is_symlink():
-        raise RefusedError(
-            f"{queue.patches} (or its series) is a symlink: retire removes a queue's own files, never through a link",
-            hint=f"ls -l {queue.patches}",
-        )
-    for path in (queue_dir, root / queue.series, lock):
-        if not _inside(root, path):
-            raise RefusedError(f"{path} is outside the project {root}: retire never removes anything there")
-    ports = _ports_from(root, name)
-    if ports:
-        raise RefusedError(
-            f"{', '.join(ports)}: a port from {name}'s queue is in progress; it reads that queue's patches",
-            hint=f"finish or abort it first: make port VERB=abort TO={Path(ports[0]).name.removeprefix('port-')}",
-        )
-    trees = [SeamTree(layout.build_tree(root, name), root), SeamTree(layout.port_tree(root, name), root)]
-    with contextlib.ExitStack() as held:  # no apply or port runs on the trees meanwhile
-        for tree in sorted(
-            trees, key=lambda t: t.path.name
-        ):  # in name order, as clean takes them: no deadlock
+    with contextlib.ExitStack() as held:  # no pin, seam-table, apply or port runs meanwhile
+        held.enter_context(locked(basesfile.lock_path(bases_file), f"the bases file {bases_file}", progress))
+        bases = load_bases(bases_file, root)
+        basesfile.refuse_link(
+            bases_file
+        )  # its tables go last: a link refused there would leave the rest done
+        base = bases.get(name)
+        if base is None:
+            raise _unknown(root, bases, name)
+        queue = base.queue
+        _refuse_top_level(root, name, queue)
+        lock = root / f"ci/lock-cpu-{name}.txt"
+        queue_dir = root / queue.patches
+        if queue_dir.is_symlink() or (root / queue.series).is_symlink():
+            raise RefusedError(
+                f"{queue.patches} (or its series) is a symlink: retire removes a queue's own files, never through a link",
+                hint=f"ls -l {queue.patches}",
+            )
+        for path in (queue_dir, root / queue.series, lock):
+            if not _inside(root, path):
+                raise RefusedError(
+                    f"{path} is outside the project {root}: retire never removes anything there"
+                )
+        trees = [SeamTree(layout.build_tree(root, name), root), SeamTree(layout.port_tree(root, name), root)]
+        for tree in sorted({t.path: t for t in [*trees, *_port_trees(root)]}.values(), key=lambda t: t.path):
             if not tree.path.is_symlink():
                 held.enter_context(tree.locked(progress))
+        ports = _ports_from(root, name)
+        if ports:
+            raise RefusedError(
+                f"{', '.join(ports)}: a port from {name}'s queue is in progress; it reads that queue's patches",
+                hint=f"finish or abort it first: make port VERB=abort TO={Path(ports[0]).name.removeprefix('port-')}",
+            )
         return _retire(root, bases_file, name, base, queue, lock, trees, cache, force, progress)
 
 
@@ -181,10 +236,12 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
         if tree.path in problems and tree.path.is_dir() and not tree.path.is_symlink():
             tree.refuse_unbundlable(f"`make retire BASE={name} FORCE=1`")
     own, others = _queue_files(root, queue)
-    backup = [p for p in (queue_dir, lock, bases_file) if p.exists()]
+    series = root / queue.series  # kept too when it lies outside the queue's directory
+    backup = [p for p in dict.fromkeys((queue_dir, series, lock, bases_file)) if lexists(p)]
+    backup = [p for p in backup if p == queue_dir or not p.is_relative_to(queue_dir)]
     kept = keep(root, backup, f"retire-{name}")
     result = RetireResult(name, str(kept.relative_to(root)))
-    progress.step(f"kept {', '.join(str(p.relative_to(root)) for p in backup)} in {result.kept}")
+    progress.step(f"kept {', '.join(os.path.relpath(p, root) for p in backup)} in {result.kept}")
 
     for tree in trees:
         rel = tree.path.relative_to(root)
@@ -205,29 +262,52 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
         _remove_dir(venv, root, result)
     elif venv.exists() or venv.is_symlink():
         result.left.append(f"{venv.relative_to(root)}: not a venv the Makefile made (no pyvenv.cfg)")
-    with locked(lock_file(cache, f"base-{name}-sdist"), f"the cached base {name}", progress):
-        _remove_dir(cache / "bases" / f"{name}-sdist", cache, result, label=f"cache: bases/{name}-sdist")
-    for baseline in sorted((cache / "seamtest").glob(f"upstream-stock-{name}-*.json")):
-        baseline.unlink()
-        result.removed.append(f"cache: seamtest/{baseline.name}")
+    shared = [f"bases/{name}-sdist"] if lexists(cache / "bases" / f"{name}-sdist") else []
+    shared += [
+        f"seamtest/{p.name}" for p in sorted((cache / "seamtest").glob(f"upstream-stock-{name}-*.json"))
+    ]
+    for entry in shared:
+        result.left.append(
+            f"cache: {entry}: the cache {cache} is shared by every checkout and run using it, not this project's"
+        )
 
+    changed = []
     if lock.is_file() and not lock.is_symlink():
         lock.unlink()
         result.removed.append(str(lock.relative_to(root)))
-        result.to_commit.append(str(lock.relative_to(root)))
+        changed.append(str(lock.relative_to(root)))
     for path in own:
         path.unlink()
         result.removed.append(str(path.relative_to(root)))
     if own:
-        result.to_commit.append(queue.patches)
+        changed.append(queue.patches)
     for path in others:
         result.left.append(f"{path.relative_to(root)}: not part of the queue (a copy is in {result.kept})")
     if queue_dir.is_dir() and not any(queue_dir.iterdir()):
         queue_dir.rmdir()
-    if base is not None and basesfile.remove_base(bases_file, name):
+    if basesfile.remove_base(bases_file, name, held=True):
         result.removed.append(f"{bases_file.name}: [{name!r}] and its .seam table")
-        result.to_commit.append(bases_file.name)
+        changed.append(bases_file.name)
+    result.to_commit = _to_commit(
+        root, bases_file, [str(lock.relative_to(root)), queue.patches, queue.series], changed
+    )
     return result
+
+
+def _to_commit(root: Path, bases_file: Path, paths: list[str], changed: list[str]) -> list[str]:
+    """What to ``git add -A``: of the base's lock, queue and the bases file, those git sees
+    changed (also what a killed run before this one deleted); without git, what this run changed."""
+    if bases_file.parent.resolve() == root.resolve():
+        paths = [*paths, bases_file.name]
+    if git.toplevel(root) is None:
+        return changed
+    out = []
+    for rel in dict.fromkeys(paths):
+        if any(rel == o or rel.startswith(f"{o}/") for o in out):  # the queue's series, inside it
+            continue
+        if git.status_paths(root, [rel]):
+            out.append(rel)
+    return out
 
 
 def _keep_tree(tree: SeamTree, kept: Path) -> Path:
