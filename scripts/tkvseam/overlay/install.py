@@ -214,8 +214,8 @@ def _check_writable(site: Path, targets: list[Path], state_path: Path | None, co
     dirs |= {t.parent / "__pycache__" for t in targets if (t.parent / "__pycache__").exists()}
     if state_path is not None:
         dirs.add(state_path.parent)
-    if copies and (state_path.parent / PRISTINE_DIR).is_dir():
-        dirs.add(state_path.parent / PRISTINE_DIR)
+        if copies and (state_path.parent / PRISTINE_DIR).is_dir():
+            dirs.add(state_path.parent / PRISTINE_DIR)
     bad = _unwritable(dirs)
     if bad is not None:
         raise OverlayError(

@@ -99,3 +99,12 @@ def test_a_patch_creating_a_vllm_file_cannot_be_overlaid(project):
     project.refresh()
     with pytest.raises(SeamError, match="vllm/brand_new.py: the overlay replaces existing files only"):
         overlay_paths(read_series(project.root).load())
+
+
+def test_install_without_a_record_replaces_the_files_and_keeps_no_state(staged, tmp_path):
+    # the image build installs once, without --keep-state: no record, no copies beside it
+    project, paths, site, _ = staged
+    stage(project.tree, paths, tmp_path / "patched")
+    assert install(tmp_path / "patched", site / "vllm", "v9.9.9", keep_state=False) == paths
+    assert "line 10 (seam)" in (site / "vllm/config/cache.py").read_text()
+    assert not (site / "vllm" / STATE).exists()
