@@ -121,6 +121,7 @@ class PatchReport:
     note: str = ""
     verdict: str = ""  # draft, for the verdict table
     reason: str = ""
+    remove_when: str = ""  # the header's removal condition (Remove-when), if any
 
     @property
     def applied(self) -> bool:

@@ -133,3 +133,22 @@ def test_text_output_ends_with_one_verdict_line(project):
     res = project.cli("lint", expect=6)
     assert res.stdout.strip().splitlines()[-1] == "lint: 1 problem(s)"
     assert "0003-stray.patch: orphan" in res.stderr
+
+
+def test_a_removal_condition_is_a_header_field_lint_accepts(project):
+    """``Remove-when`` (continued over lines, as git trailers are) is read as one field, and a
+    queue whose header has it lints clean."""
+    from tkvseam.queue.patch import parse_file
+
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    p.write_text(
+        p.read_text().replace(
+            "Depends-on: none\n",
+            "Remove-when: the plugin emits a spec per layer\n width (not 0.70.1)\nDepends-on: none\n",
+        )
+    )
+    assert lint_json(project, 0) == {"ok": True, "problems": []}
+    header = parse_file(p).header
+    assert header.remove_when == "the plugin emits a spec per layer width (not 0.70.1)"
+    assert parse_file(project.root / "patches/0002-add-mul.patch").header.remove_when == ""
