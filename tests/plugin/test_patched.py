@@ -313,13 +313,13 @@ from vllm.v1.worker.utils import allocate_kv_cache
 # Each layer's cache as the worker binds it (allocate_kv_cache, then the plugin's 3-D view) and
 # the region the plugin reads of it by name (layer_region over the offsets its merge published):
 # [name, width, first byte, end byte, allocation size, region is the view].
-def layer_views(kv):
+def layer_views(kv, layers=None):
     caches = allocate_kv_cache(kv, torch.device("cpu"), resolve_kv_cache_layout(config, [supported], specs))
     raw = next(iter(caches.values())).untyped_storage()
     views = []
     offsets = get_layer_offsets()
     for name, cache in caches.items():
-        if name not in offsets:  # not one of the plugin's layers
+        if name not in (offsets if layers is None else layers):  # not one of the plugin's layers
             continue
         view = cache.squeeze(1)
         start, end = offsets[name][:2]
@@ -384,7 +384,7 @@ skipped = FullAttentionSpec(block_size=block_size, num_kv_heads=num_kv_heads, he
 skip_first = {names[0]: skipped, **{name: mixed[name] for name in names[1:]}}
 hybrid["skipped_first"] = plan_hybrid(skip_first)
 if "raised" not in hybrid["skipped_first"] and not fused_pages:
-    hybrid["skipped_first"]["views"] = layer_views(plan(skip_first, 256 << 20))
+    hybrid["skipped_first"]["views"] = layer_views(plan(skip_first, 256 << 20), names[1:])
 emit(spec=spec, uniform=uniform, fused=fused, pp=pp, hybrid=hybrid)
 """
 
