@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import git, hints, layout
 from ..answer import Answer
 from ..bases.pins import Base
-from ..errors import EXIT_LINT, SeamError, UsageError
+from ..errors import EXIT_LINT, SeamError
 from ..queue.patch import Patch
 from ..queue.series import read_series
 from ..tree.seamtree import SeamTree
@@ -88,27 +88,11 @@ def _py_files(patches: Sequence[Patch]) -> list[str]:
 
 def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> StyleReport:
     """``stylecheck``: the gate in ``tree``, which must be a tree tkv-seam made of ``base`` (a build
-    or a port tree): the files it checks are that base's queue's, as the tree holds them."""
-    state = SeamTree(tree).load()
-    if state is None:
-        own = tree == layout.build_tree(root, base.name)
-        if own or tree.exists():  # the base's build tree; a directory not the tool's stays as it is
-            hint = hints.make("lint-patches", BASE=base.name) + "   (applies the queue, then runs the gate)"
-            hint += "" if own else f"; or give --tree a tree tkv-seam made of {base.name}"
-        else:
-            make = hints.tool("apply", "--base", base.name, "--tree", tree)
-            hint = f"`{make}`, then `{hints.tool('stylecheck', '--base', base.name, '--tree', tree)}`"
-        raise UsageError(
-            f"{tree} is not a tree tkv-seam made (no build or port tree there): the style gate reads the "
-            f"patched files of {base.name}'s queue from it",
-            hint=hint,
-        )
-    if state.base != base.name:
-        raise UsageError(
-            f"{tree} holds {state.base}, not {base.name}: the style gate would check {base.name}'s files "
-            f"with {base.name}'s ruff in it",
-            hint=hints.tool("stylecheck", "--base", state.base, "--tree", tree),
-        )
+    or a port tree, ``SeamTree.require``; else exit 5): the files it checks are that base's queue's,
+    as the tree holds them."""
+    again = hints.make("lint-patches", BASE=base.name) if tree == layout.build_tree(root, base.name) else None
+    again = again or hints.tool("stylecheck", "--base", base.name, "--tree", tree)
+    SeamTree(tree, root).require(None, base.name, "the style gate", then=again)
     return StyleReport(stylecheck(root, tree, base, cache, ruff))
 
 
