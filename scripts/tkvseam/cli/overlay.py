@@ -243,9 +243,10 @@ def image(
     when refused, when the build fails or when no Docker engine is reachable); streams
     the build log; with --push, pushes it and prints the pushed digest.
     """
-    from ..image.build import build, parse_reference, registry_of
+    from ..image.build import build
     from ..image.engine import client
-    from ..image.build import push as do_push
+    from ..image.engine import push as do_push
+    from ..image.names import parse_reference, registry_of
 
     if push and not registry and not (tag and registry_of(parse_reference(tag)[0])):
         raise SeamError(

@@ -18,7 +18,8 @@ from .apply import inputs_digest
 from ..bases.pins import Base
 from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
-from ..queue.patch import Header, PatchFormatError, parse_text
+from ..queue.header import Header, PatchFormatError
+from ..queue.patch import parse_text
 from ..progress import QUIET, Progress
 from ..layout import BASE_TAG
 from ..tree.seamtree import SeamTree

@@ -34,7 +34,8 @@ from ..bases.repo import base_repo
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
 from ..edit.refresh import queue_digest
 from ..fsutil import atomic_write
-from ..queue.patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
+from ..queue.header import REQUIRED_TRAILERS, Header, PatchFormatError
+from ..queue.patch import Patch, parse_text
 from ..progress import QUIET, Progress
 from ..layout import BRANCH
 from ..tree.kept import kept_root
