@@ -111,3 +111,40 @@ def test_the_fixup_hint_runs_as_written_for_a_tree_at_an_odd_path(project):
         == 1
     )
     assert "+# line 30 (seam)" in (project.root / "patches/0001-cache-tweak.patch").read_text()
+
+
+@pytest.mark.parametrize("odd", ["symlink", "binary", "empty", "no slug"])
+def test_refresh_of_a_commit_that_cannot_be_a_patch_says_to_change_that_commit(project, odd):
+    """A tree commit that is no patch (a symlink, a binary file, no change, a subject without a
+    slug) is the tree's to change: the hint was `make lint`, which checks the unchanged queue and
+    passes. Nothing is written."""
+    make_one_patch(project)
+    tree = project.tree
+    patches = {p.name: p.read_bytes() for p in (project.root / "patches").iterdir()}
+    if odd == "symlink":
+        (tree / "vllm/link.py").symlink_to("config/cache.py")
+    elif odd == "binary":
+        (tree / "vllm/blob.bin").write_bytes(b"\0\1\2")
+    subject = "Fix stuff" if odd == "no slug" else message("odd")
+    if odd == "no slug":
+        (tree / "vllm/x.py").write_text("x = 1\n")
+    git.out(tree, "add", "-A")
+    git.out(
+        tree,
+        "-c",
+        "user.name=Seam Dev",
+        "-c",
+        "user.email=dev@example.invalid",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        subject,
+    )
+    res = project.refresh(expect=1)
+    hint = hint_of(res)
+    commit = git.head(tree)[:12]
+    assert f"commit {commit}" in res.stderr and "nothing was written" in res.stderr
+    assert "make lint" not in hint and f"git -C {tree} rebase -i tkv-seam-base" in hint
+    assert problems(hint) == []
+    assert {p.name: p.read_bytes() for p in (project.root / "patches").iterdir()} == patches
