@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import git, hints, layout
 from ..answer import Answer
 from ..bases.pins import Base
-from ..errors import EXIT_LINT, SeamError
+from ..errors import EXIT_LINT, SeamError, UsageError
 from ..queue.patch import Patch
 from ..queue.series import read_series
 from ..tree.seamtree import SeamTree
@@ -49,16 +49,39 @@ class StyleReport(Answer):
         return EXIT_LINT if self.problems else 0
 
 
+def _version_line(exe: str) -> str:
+    return subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
+
+
 def _version(exe: str) -> str:
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.split()
+    out = _version_line(exe).split()
     return out[-1] if out else ""
+
+
+def _explicit(explicit: str, version: str) -> str:
+    """``--ruff``: an executable (a path, or a name on PATH) that is ruff ``version``; else exit 2."""
+    exe = shutil.which(explicit)
+    leave_out = (
+        f"leave out --ruff (the gate installs ruff {version} into the cache), or give a ruff {version}"
+    )
+    if exe is None or Path(exe).is_dir():
+        raise UsageError(
+            f"--ruff {explicit!r}: no executable there (a path, or a name on PATH)", hint=leave_out
+        )
+    said = _version_line(exe)
+    words = said.split()
+    if words[:1] != ["ruff"] or words[-1] != version:
+        raise UsageError(
+            f"--ruff {explicit}: `--version` says {said.splitlines()[0] if said else 'nothing'!r}; the style "
+            f"gate is ruff {version}",
+            hint=leave_out,
+        )
+    return exe
 
 
 def _ruff(version: str, cache: Path, explicit: str | None) -> str:
     if explicit:
-        if _version(explicit) != version:
-            raise SeamError(f"{explicit} is ruff {_version(explicit)}; the style gate is ruff {version}")
-        return explicit
+        return _explicit(explicit, version)
     for c in (str(Path(sys.executable).with_name("ruff")), shutil.which("ruff")):
         if c and Path(c).exists() and _version(c) == version:
             return c

@@ -148,3 +148,19 @@ def test_refresh_of_a_commit_that_cannot_be_a_patch_says_to_change_that_commit(p
     assert "make lint" not in hint and f"git -C {tree} rebase -i tkv-seam-base" in hint
     assert problems(hint) == []
     assert {p.name: p.read_bytes() for p in (project.root / "patches").iterdir()} == patches
+
+
+@pytest.mark.parametrize("ruff", ["missing", "a directory", "not ruff"])
+def test_stylecheck_with_a_ruff_that_is_not_one_says_so(project, tmp_path, ruff):
+    """``--ruff`` naming nothing, a directory or another program: a usage error saying what is there
+    and the way on (it was exit 1, "is ruff Meyering." for /bin/false, ``ls -ld`` hints for a path)."""
+    make_one_patch(project)
+    exe = {"missing": tmp_path / "nowhere" / "ruff", "a directory": tmp_path, "not ruff": tmp_path / "ruff"}[
+        ruff
+    ]
+    if ruff == "not ruff":
+        exe.write_text("#!/bin/sh\necho 'false (GNU coreutils) 9.1'\n")
+        exe.chmod(0o755)
+    out = json.loads(project.cli("stylecheck", "--base", NAME, "--ruff", str(exe), "--json", expect=2).stdout)
+    said = "`--version` says 'false (GNU coreutils) 9.1'" if ruff == "not ruff" else "no executable there"
+    assert said in out["error"] and out["hint"].startswith("leave out --ruff"), out
