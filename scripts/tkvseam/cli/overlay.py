@@ -64,9 +64,9 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
 
     out = absolute(out) if out else layout.overlay_stage(ctx.root, base_name)
     _refuse_stage_dir(ctx, base_name, out)
-    paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
     tree_path = ctx.tree(tree, base_name)
-    SeamTree(tree_path, ctx.root).require(Kind.APPLY, base_name, "overlay stage")  # this base's, a queue's commits
+    SeamTree(tree_path, ctx.root).require(Kind.APPLY, ctx.base(base_name).name, "overlay stage")
+    paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
     emit(stage_locked(tree_path, paths, out, commit, ctx.progress))
 
 
