@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..errors import SeamError
 from ..fsutil import atomic_write
@@ -204,4 +204,20 @@ def _progress(data: dict) -> PortProgress:
         if isinstance(c, dict)
         else None
     )
-    return PortProgress(**data)
+    progress = PortProgress(**data)
+    _check_progress(progress)
+    return progress
+
+
+def _check_progress(p: PortProgress) -> None:
+    """ValueError unless the fields a port indexes with are what a port writes: ``series`` a list of
+    paths, ``next`` a position in it (0..len), ``current`` None or the file name at ``next`` (a hand-made
+    or damaged state is then no state: ``load`` gives None, never a traceback or another patch)."""
+    if not isinstance(p.series, list) or not all(isinstance(n, str) for n in p.series):
+        raise ValueError("port.series")
+    if type(p.next) is not int or not 0 <= p.next <= len(p.series):
+        raise ValueError("port.next")
+    if p.current is not None and (
+        p.next >= len(p.series) or PurePosixPath(p.series[p.next]).name != p.current
+    ):
+        raise ValueError("port.current")
