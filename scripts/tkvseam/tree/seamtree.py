@@ -278,7 +278,7 @@ class SeamTree:
             hint = f"`{self._rerun('apply', base)}`, then `{then}`" if then else self._rerun("apply", base)
         else:
             hint = f"{hints.aside(self.root, self.path, '')}; the base's own tree: {hints.make('apply', BASE=base)}"
-        made = "tkv-seam apply" if kind == Kind.APPLY else "tkv-seam (no build or port tree there)"
+        made = "tkv-seam apply" if kind == Kind.APPLY else "tkv-seam apply or port start"
         return RefusedError(f"{self.path} is not a tree made by {made} ({what})", hint=hint)
 
     def _rerun(self, verb: str, base: str, force: bool = False) -> str:
