@@ -26,6 +26,11 @@ def port_command(
     return hints.port(verb, to_name, tree if tree is not None and tree != default else None, **variables)
 
 
+def git_c(tree: Path, *args: str) -> str:
+    """``git -C <tree> <args>`` as a hint (the tree quoted)."""
+    return hints.shell("git", "-C", tree, *args)
+
+
 # --------------------------------------------------------------------------- the report
 
 
@@ -182,7 +187,7 @@ def status_lines(
             + (f"  ({d.verdict}: {d.reason})" if d.status == DoneStatus.SKIPPED else "")
         )
     if p.current:
-        out.append(f"  STOPPED   {p.current}: {p.stopped['status'] if p.stopped else ''}")
+        out.append(f"  STOPPED   {p.current}: {p.stopped.status if p.stopped else ''}")
         out += [f"    unmerged: {path}" for path in unmerged or []]
     out += [f"  todo      {Path(rel).name}" for rel in p.todo]
     if p.finished:
@@ -209,7 +214,7 @@ def status_json(
         "series": p.series,
         "next": p.next,
         "current": p.current,
-        "stopped": p.stopped,
+        "stopped": p.stopped.to_json() if p.stopped else None,
         "done": [
             {
                 "name": d.name,
