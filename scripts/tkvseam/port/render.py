@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dataclasses import dataclass, field
+
 from .. import hints
+from ..answer import Answer
 from ..queue.patch import PlacementKind
 from ..tree.state import DoneStatus, PortProgress, TreeState
 from .model import APPLIED, HunkNote, HunkReport, PatchReport, PatchStatus
@@ -230,3 +233,19 @@ def status_json(
         "todo": [Path(rel).name for rel in p.todo],
         "finished": p.finished,
     }
+
+
+@dataclass
+class PortStatus(Answer):
+    """``port status``: where the port stands (``status_lines``, ``status_json``) and the next command."""
+
+    tree: Path
+    state: TreeState
+    unmerged: list[str] = field(default_factory=list)
+    next_step: str | None = None
+
+    def lines(self) -> list[str]:
+        return status_lines(self.tree, self.state, self.unmerged, self.next_step)
+
+    def to_json(self) -> dict:
+        return status_json(self.tree, self.state, self.unmerged, self.next_step)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git, hints
+from ..answer import Answer
 from ..bases.pins import Base, default_cache_dir
 from ..bases.repo import base_repo
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
@@ -60,9 +61,20 @@ def one_line(value: str | None, option: str) -> str | None:
 
 
 @dataclass
-class Aborted:
+class Aborted(Answer):
+    """``port abort``: the tree removed, and the bundle that holds all of it."""
+
     tree: Path
     bundle: Path
+
+    def lines(self) -> list[str]:
+        return [
+            f"removed {self.tree}; no queue was written; everything it held (commits, staged and unstaged "
+            f"changes, the port's state) is in {self.bundle} (git clone {self.bundle} gets it back)"
+        ]
+
+    def to_json(self) -> dict:
+        return {"ok": True, "removed": str(self.tree), "bundle": str(self.bundle)}
 
 
 class PortSession:
