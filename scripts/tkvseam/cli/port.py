@@ -50,7 +50,9 @@ def _session(ctx: Context, to_name: str, tree: str | None):
     from ..port.session import PortSession
 
     to_base = ctx.base(to_name, hint="make port VERB=status TO={}")
-    return PortSession(ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress)
+    return PortSession(
+        ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress, ctx.bases_file
+    )
 
 
 def _pin_hint(to_name: str) -> str:
@@ -112,7 +114,11 @@ def port_start(ctx: Context, base_name, to_name, tree, force, as_json):
 @port.command("continue")
 @to_option
 @tree_option
-@click.option("--verdict", default=None, help="The Verdict line of the resolved patch (one line).")
+@click.option(
+    "--verdict",
+    default=None,
+    help="The Verdict line of the resolved patch: 'still needed', 'still needed, fixed' or 're-expressed'.",
+)
 @click.option("--reason", default=None, help="The Reason line of the resolved patch (one line).")
 @force_option
 @json_option

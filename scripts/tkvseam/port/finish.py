@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from .. import hints
 from ..answer import Answer, plain
 from ..bases.pins import Base
 from ..errors import EXIT_LINT, RefusedError, SeamError
@@ -162,8 +163,14 @@ def check_queue(session: PortContext, p: PortProgress, force: bool) -> None:
         why.append(f"{queue.patches}/ changed since the port started (someone wrote it meanwhile)")
     if edits:
         why.append("it has uncommitted edits:\n" + "\n".join(f"    {st} {path}" for st, path in edits[:20]))
+    force_it = f"`{session.command('finish', FORCE='1')}` (keeps the files it replaces and lists them)"
+    if changed:  # committing or moving edits leaves it changed: only --force (or a new port) goes on
+        hint = (
+            f"see what is there (`{hints.shell('git', 'status', '--', queue.patches)}`, "
+            f"`{hints.shell('git', 'log', '--', queue.patches)}`), then write over it: {force_it}"
+        )
+    else:  # the queue the port found, with edits not committed: committing them is the way on
+        hint = f"commit or move those edits, then `{session.command('finish')}`; or {force_it}"
     raise RefusedError(
-        f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why),
-        hint=f"commit or move those edits, then `{session.command('finish')}`; or `{session.command('finish', FORCE='1')}` "
-        "(keeps the files it replaces and lists them)",
+        f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why), hint=hint
     )

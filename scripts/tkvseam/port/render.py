@@ -1,7 +1,8 @@
 """A port's findings as text: the report, the draft verdict table, PORT.md, stops and status.
 
 The one place port text is made; the CLI prints these lines, ``watch`` writes the tables.
-Table cells never break a row: ``|`` is escaped and line breaks become spaces.
+Table cells never break a row: ``|`` is escaped (``\\|``, which Markdown shows as ``|``) and line
+breaks become spaces.
 """
 
 from __future__ import annotations
@@ -172,9 +173,7 @@ def port_md(from_name: str, to_name: str, progress: PortProgress) -> str:
         "|---|---|---|---|",
     ]
     for d in progress.done:
-        rows.append(
-            f"| {cell(d.name)} | {d.status} | {cell(d.verdict)} | {cell(d.reason.replace('|', '/'))} |"
-        )
+        rows.append(f"| {cell(d.name)} | {d.status} | {cell(d.verdict)} | {cell(d.reason)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from .. import git, hints
 from ..answer import Answer
-from ..bases.pins import Base, default_cache_dir
+from ..bases.pins import Base, default_cache_dir, load_bases
 from ..bases.repo import base_repo
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
 from ..edit.refresh import queue_digest
-from ..queue.message import SKIP_VERDICTS, message_problem, set_trailer
+from ..queue.message import SKIP_VERDICTS, VERDICTS, message_problem, set_trailer, verdict_problem
 from ..queue.patch import Patch
 from ..progress import QUIET, Progress
 from ..tree.kept import kept_root
@@ -85,9 +85,11 @@ class PortSession:
         tree: Path | None = None,
         cache: Path | None = None,
         progress: Progress = QUIET,
+        bases_file: Path | None = None,
     ):
         self.root = root
         self.to_base = to_base
+        self.bases_file = bases_file or root / "bases.toml"
         self.journal = PortJournal(root, to_base.name, tree, progress)
         self.default_tree = self.journal.default_tree
         self.path = self.journal.path
@@ -113,8 +115,9 @@ class PortSession:
 
     def start(self, from_base: Base, force: bool = False) -> Finished:
         """Port ``from_base``'s queue: build the port tree, apply until a patch needs you (PortStopped)."""
-        refuse_direction(from_base, self.to_base)
+        refuse_direction(from_base, self.to_base, self.root)
         with self.seam.locked(self.progress):
+            self._refuse_unpinned(from_base)
             old_state, _ = self.seam.check_replaceable(
                 (Kind.PORT,), "tkv-seam port", rerun=self.command("start")
             )
@@ -153,6 +156,21 @@ class PortSession:
             self._advance(state)
             return self._finish(state, force)
 
+    def _refuse_unpinned(self, from_base: Base) -> None:
+        """Both bases still pinned, as ``bases.toml`` is now, under the tree's lock: a retire that
+        ran after they were read (and before the lock) leaves no port tree for a base it removed."""
+        bases = load_bases(self.bases_file, self.root)
+        for base in (self.to_base, from_base):
+            if base.name not in bases:
+                raise RefusedError(
+                    f"{base.name} is no longer pinned in {self.bases_file.name} (retired while this port "
+                    "was starting?); nothing was made",
+                    hint=hints.make("carry", VERSION=self.to_base.version)
+                    + f"   (pins {self.to_base.name} again and ports onto it)"
+                    if base is self.to_base
+                    else f"{hints.tool('carried')}   (the bases with a queue; name one with BASE=)",
+                )
+
     def continue_(
         self, verdict: str | None = None, reason: str | None = None, force: bool = False
     ) -> Finished:
@@ -161,6 +179,12 @@ class PortSession:
         After an interrupted run it goes on from where that run was killed.
         """
         verdict, reason = one_line(verdict, "--verdict"), one_line(reason, "--reason")
+        if verdict and verdict_problem(verdict):
+            raise UsageError(
+                f"--verdict: {verdict_problem(verdict)} (the verdicts of a patch in a queue; a patch that "
+                f"goes is skipped: {' or '.join(SKIP_VERDICTS)})",
+                hint=self.command("continue", VERDICT=VERDICTS[0]),
+            )
         with self.seam.locked(self.progress):
             state = self.journal.load()
             p = state.port
@@ -217,9 +241,8 @@ class PortSession:
             if state.port.finished:
                 raise RefusedError(
                     f"the port to {self.to_base.name} has finished; its queue is written",
-                    hint=f"drop the queue with git (`{hints.shell('git', 'checkout', '--', self.to_base.queue.patches)}`); "
-                    f"the tree stays a tree of {self.to_base.name} (`{hints.make('apply', BASE=self.to_base.name)}` "
-                    "replaces it)",
+                    hint=f"{self._drop_queue_hint()}; the port tree stays until `{hints.make('clean')}` "
+                    f"or the next `{self.command('start')}` replaces it",
                 )
             extra = {"tkv-seam.json": TreeState.path(self.path).read_bytes()}
             msg = self.journal.message_file
@@ -227,6 +250,19 @@ class PortSession:
                 extra[PORT_MSG] = msg.read_bytes()
             bundle = self.seam.remove_keeping(kept_root(self.root), extra)
             return Aborted(self.path, bundle)
+
+    def _drop_queue_hint(self) -> str:
+        """How to drop the queue a finished port wrote: back to git's (a queue git tracks), or
+        remove it (a new queue, which git does not track yet)."""
+        queue = self.to_base.queue
+        if git.toplevel(self.root) is not None and git.exists_at(self.root, "HEAD", f"./{queue.patches}"):
+            return (
+                f"drop the queue it wrote: `{hints.shell('git', 'checkout', '--', queue.patches)}` (back to the "
+                f"committed queue; `{hints.shell('git', 'status', '--', queue.patches)}` names the files it added)"
+            )
+        inside = (self.root / queue.series).resolve().is_relative_to((self.root / queue.patches).resolve())
+        paths = [queue.patches] + ([] if inside else [queue.series])
+        return f"drop the queue it wrote (git does not track it): `{hints.shell('rm', '-r', '--', *paths)}`"
 
     def status(self) -> TreeState:
         """The port's state, with a commit an interrupted run made recorded."""

@@ -34,11 +34,14 @@ from .cpulock import lock_cpu
 from ..answer import Answer
 from ..edit.refresh import Exported
 from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
+from ..queue.message import VERDICTS, verdict_problem
 from .pin import parse_release, pin
 from ..progress import QUIET, Progress
 
 if TYPE_CHECKING:
     from ..port.finish import Finished
+
+WHY = "'<why>'"  # the placeholder of a reason, quoted: it runs as written once filled in
 
 
 @dataclass
@@ -115,7 +118,13 @@ def carry(
 ) -> CarryResult:
     """Carry release ``version`` (see the module docstring); PortStopped (exit 12) at a stop."""
     opts = options or Options()
-    wanted = parse_release(version)
+    wanted = parse_release(version, "carry")
+    if opts.verdict and verdict_problem(opts.verdict):
+        raise UsageError(
+            f"--verdict: {verdict_problem(opts.verdict)} (a patch that goes is skipped: "
+            f"{hints.port('skip', f'v{wanted}', REASON=WHY)})",
+            hint=hints.make("carry", VERSION=str(wanted), VERDICT=VERDICTS[0]),
+        )
     bases = load_bases(bases_file, root)
     steps: list[Step] = []
     base = _pinned(bases, wanted)
@@ -131,7 +140,7 @@ def carry(
         steps.append(Step("pin", pinned.status, f"commit {pinned.commit_prefix}, {base.sdist.filename}"))
     else:
         steps.append(Step("pin", "pinned", f"{base.name} is in {bases_file.name} already"))
-    session = _Port(root, base, cache, progress)
+    session = _Port(root, bases_file, base, cache, progress)
     if _queue_exists(root, base) and not session.in_progress():
         steps.append(Step("port", "carried", f"{base.queue.series} exists"))
         return CarryResult(base.name, "", True, steps)
@@ -177,7 +186,7 @@ def _stop_hint(tree: Path, base: Base) -> str:
         f"resolve in {hints.quote(tree)}, `{hints.shell('git', '-C', tree, 'add', '<files>')}`, edit "
         f"Verdict/Reason in {hints.quote(tree / '.git' / 'tkv-seam-port-msg')} (or pass VERDICT= and REASON= "
         f"to make carry), then `{again}` again (it continues the port); to leave the patch out: "
-        f"`{hints.port('skip', base.name, REASON='<why>')}`, then `{again}`"
+        f"`{hints.port('skip', base.name, REASON=WHY)}`, then `{again}`"
     )
 
 
@@ -215,10 +224,10 @@ class _Port:
     """The resumable port onto ``base`` in ``build/port-<base>``: ``port.PortSession``, the port
     verbs driven by code."""
 
-    def __init__(self, root: Path, base: Base, cache: Path, progress: Progress):
+    def __init__(self, root: Path, bases_file: Path, base: Base, cache: Path, progress: Progress):
         from ..port.session import PortSession
 
-        self.session = PortSession(root, base, None, cache, progress)
+        self.session = PortSession(root, base, None, cache, progress, bases_file)
         self.tree = self.session.path
 
     def in_progress(self) -> bool:
