@@ -15,7 +15,18 @@ from tkvseam import git
 from tkvseam.layout import BRANCH
 from tkvseam.errors import RefusedError, SeamError
 from tkvseam.port.journal import PORT_MSG, PortJournal
-from tkvseam.port.model import EvidenceKind, Evidence, FileReport, FileStatus, PatchReport, PatchStatus
+from tkvseam.port.model import (
+    Evidence,
+    EvidenceKind,
+    FileReport,
+    FileStatus,
+    HunkNote,
+    HunkReport,
+    PatchReport,
+    PatchStatus,
+    UpstreamRegion,
+)
+from tkvseam.queue.patch import PlacementKind
 from tkvseam.tree.state import DoneStatus, Kind, PortProgress, TreeState
 
 from ..fixtures.queue import message
@@ -107,12 +118,33 @@ def test_a_stop_keeps_the_typed_report_and_the_message_to_edit(journal):
         patch.name,
         "add-a",
         status=PatchStatus.OBSOLETE,
-        files=[FileReport("a.py", FileStatus.EXACT)],
+        own=PatchStatus.THREE_WAY,
+        files=[
+            FileReport("a.py", FileStatus.EXACT),
+            FileReport("b.py", FileStatus.MOVED, "moved", moved_to="c.py"),
+        ],
+        hunks=[
+            HunkReport(
+                "a.py",
+                1,
+                "@@ -1 +1 @@",
+                "def f():",
+                "fuzz 1",
+                PlacementKind.FUZZ,
+                line=3,
+                fuzz=1,
+                note_kind=HunkNote.MOVED_TO,
+                upstream=UpstreamRegion("1-2", "3-4", "c.py", "-x\n+y\n", True),
+            )
+        ],
+        conflicts=["b.py"],
+        blocked_by=["add-z"],
         evidence=[Evidence(EvidenceKind.NO_CHANGE, "applying it changes nothing")],
     )
     journal.stop(state, patch, report)
     stopped = journal.load().port.stopped
     assert isinstance(stopped, PatchReport) and stopped == report
+    assert stopped.hunks[0].kind is PlacementKind.FUZZ and stopped.hunks[0].upstream.changed
     assert stopped.status is PatchStatus.OBSOLETE and stopped.files[0].status is FileStatus.EXACT
     on_disk = json.loads(TreeState.path(journal.path).read_text())["port"]["stopped"]
     assert on_disk["obsolete"] == ["applying it changes nothing"] and on_disk["status"] == "likely obsolete"
