@@ -108,11 +108,6 @@ class PortSession:
 
     # -- the verbs ----------------------------------------------------------------
 
-    def exists(self) -> bool:
-        """True when a port to the base is in progress (or finished) in the tree."""
-        state = self.seam.load()
-        return state is not None and state.kind == Kind.PORT and state.port is not None
-
     def start(self, from_base: Base, force: bool = False) -> Finished:
         """Port ``from_base``'s queue: build the port tree, apply until a patch needs you (PortStopped)."""
         refuse_direction(from_base, self.to_base, self.root)
