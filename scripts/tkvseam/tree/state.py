@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..errors import SeamError
 from ..fsutil import atomic_write
+from ..port.model import PatchReport
 
 SCHEMA = 2
 STATE = "tkv-seam.json"  # inside the tree's .git directory
@@ -78,14 +79,14 @@ class Committing:
 class PortProgress:
     """Where a port stands. ``series`` lists the old queue's patch files (project-relative);
     ``next`` is the index of the first patch not yet through; ``current`` names it when the
-    port stopped there for a human (``stopped``: its report, ``PatchReport.to_json()``)."""
+    port stopped there for a human (``stopped``: what the port found of it, its ``PatchReport``)."""
 
     from_base: str
     old_commit: str
     series: list[str]
     next: int = 0
     current: str | None = None
-    stopped: dict | None = None
+    stopped: PatchReport | None = None
     done: list[DonePatch] = field(default_factory=list)
     finished: bool = False
     queue_digest: str = ""  # the target queue as the port found it (finish refuses another)
@@ -133,7 +134,10 @@ class TreeState:
         return tree / ".git" / STATE
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA, **asdict(self)}
+        data = asdict(self)
+        if self.port is not None and self.port.stopped is not None:
+            data["port"]["stopped"] = self.port.stopped.to_json()  # as ``port report --json`` shows it
+        return {"schema": SCHEMA, **data}
 
     def save(self, tree: Path) -> None:
         """Write the state atomically (a crash leaves the old file or the new one, never half)."""
@@ -198,26 +202,12 @@ def _progress(data: dict) -> PortProgress:
     data["done"] = [
         DonePatch(**{**_known(DonePatch, d), "status": DoneStatus(d["status"])}) for d in data.get("done", [])
     ]
+    stopped = data.get("stopped")
+    data["stopped"] = PatchReport.from_json(stopped) if stopped is not None else None
     c = data.get("committing")
     data["committing"] = (
         Committing(**{**_known(Committing, c), "status": DoneStatus(c["status"])})
         if isinstance(c, dict)
         else None
     )
-    progress = PortProgress(**data)
-    _check_progress(progress)
-    return progress
-
-
-def _check_progress(p: PortProgress) -> None:
-    """ValueError unless the fields a port indexes with are what a port writes: ``series`` a list of
-    paths, ``next`` a position in it (0..len), ``current`` None or the file name at ``next`` (a hand-made
-    or damaged state is then no state: ``load`` gives None, never a traceback or another patch)."""
-    if not isinstance(p.series, list) or not all(isinstance(n, str) for n in p.series):
-        raise ValueError("port.series")
-    if type(p.next) is not int or not 0 <= p.next <= len(p.series):
-        raise ValueError("port.next")
-    if p.current is not None and (
-        p.next >= len(p.series) or PurePosixPath(p.series[p.next]).name != p.current
-    ):
-        raise ValueError("port.current")
+    return PortProgress(**data)
