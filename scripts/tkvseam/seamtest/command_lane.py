@@ -1,0 +1,78 @@
+"""A lane that is one command (``make``'s tooling, series and image lanes): run it unless it
+passed before with the same inputs.
+
+``tkv-seam seamtest lane <name> --reads <path>... [--base <b>] [--env <VAR>]... -- <command>``:
+the key (``passes``) is a digest of the tool's source, the files the command reads
+(``--reads``), the command line, the interpreter, the variables named by ``--env`` (the
+image lane's Docker engine) and, with ``--base``, the base's sdist, lock and test venv, its own
+queue and the build tree's tree id (the full series as applied) and, with ``--plugin``, the base's plugin
+pin. A recorded pass: the command is not run and the lane says ``cached pass from <time>``.
+Otherwise it runs (its output as it is; a heartbeat every 10 s on stderr) and, when it exits 0,
+its pass is recorded; a failure or a kill records nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import git, layout
+from ..progress import Progress, run_with_heartbeat, took
+from . import keys
+from .passes import Clock, PassBook, digest
+
+
+@dataclass
+class CommandLane:
+    name: str
+    root: Path
+    command: list[str]
+    reads: tuple[str, ...] = ()
+    base: object | None = None  # bases.pins.Base
+    env: tuple[str, ...] = ()
+    plugin: bool = False
+
+    def key(self) -> str:
+        parts = {
+            "tool": keys.tool_source(),
+            "reads": keys.files(self.root, self.reads),
+            "command": self.command,
+            "interpreter": [sys.version, keys.interpreter(Path(sys.executable))],
+            "env": {name: os.environ.get(name) for name in self.env},
+        }
+        if self.base is not None:
+            parts["base"] = keys.base_inputs(self.root, self.base)
+            parts["queue"] = keys.queue(self.root, self.base)
+            tree = layout.build_tree(self.root, self.base.name)
+            parts["tree"] = git.rev_parse(tree, "HEAD^{tree}") if tree.is_dir() else "missing"
+            if self.plugin:
+                parts["plugin_pin"] = self.base.seam.plugin.requirements_txt()
+        return digest(parts)
+
+    def run(self, book: PassBook, progress: Progress, say) -> int:
+        """Run the command unless recorded; ``say`` prints the lane's own line (stderr)."""
+        key = self.key()
+        where = f" ({self.base.name})" if self.base is not None else ""
+        rec = book.lookup(self.name, key)
+        if rec is not None:
+            book.time(self.name, 0.0, cached=True)
+            say(f"lane {self.name}{where}: {rec.line}")
+            return 0
+        last = book.last_seconds(self.name)
+        say(f"lane {self.name}{where}: running" + (f" (last took ~{took(last)})" if last else ""))
+        clock = Clock()
+        code = run_with_heartbeat(
+            progress, f"lane {self.name}{where}", lambda: subprocess.run(self.command).returncode, last
+        )
+        book.time(self.name, clock.seconds, cached=False, ok=code == 0)
+        if code == 0:
+            book.record(self.name, key, clock.seconds)
+            say(f"lane {self.name}{where}: passed in {took(clock.seconds)} (recorded)")
+        else:
+            say(
+                f"lane {self.name}{where}: FAILED (exit {code}) after {took(clock.seconds)}; nothing recorded"
+            )
+        return code
