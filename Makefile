@@ -53,10 +53,11 @@ FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(call sh,$(PIP_FIND_LINKS)),)
 .DEFAULT_GOAL := help
 
 # JSON=1: stdout holds the one JSON object of the target's own command. make echoes no recipe
-# line, and what a prerequisite prints (apply's summary, a venv's install) goes to stderr
-# ($(to_err) on those recipes).
+# line nor "Entering directory" (make -C), and what a prerequisite prints (apply's summary, a
+# venv's install) goes to stderr ($(to_err) on those recipes).
 ifneq ($(value JSON),)
 .SILENT:
+
 to_err := >&2
 endif
 
