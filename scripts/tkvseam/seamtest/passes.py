@@ -117,7 +117,11 @@ class PassBook:
             "data": rec.data,
         }
         atomic_write(self._file(name, key), json.dumps(body, sort_keys=True) + "\n")
-        old = sorted(self.dir.glob(f"{_safe(name)}-*.json"), key=lambda p: p.stat().st_mtime)
+        mine = re.compile(re.escape(_safe(name)) + r"-[0-9a-f]{24}\.json")  # not a longer name's
+        old = sorted(
+            (p for p in self.dir.glob(f"{_safe(name)}-*.json") if mine.fullmatch(p.name)),
+            key=lambda p: p.stat().st_mtime_ns,
+        )
         for path in old[:-KEEP]:
             if path != self._file(name, key):
                 path.unlink(missing_ok=True)

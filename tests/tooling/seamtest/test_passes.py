@@ -20,6 +20,7 @@ import pytest
 
 from tkvseam.seamtest.bisect import BisectLane
 from tkvseam.seamtest.full import FullLane
+from tkvseam.seamtest.passes import PassBook
 from tkvseam.seamtest.runner import LaneReport, run_lanes
 
 from ..fixtures.seamrunner import PROJECT_TEST, ProjectLane, build_three_features, fake_pytest, open_runner
@@ -197,3 +198,13 @@ def test_a_command_lane_killed_records_no_pass(project):
     )
     assert sleeper.returncode != 0
     assert not list((project.root / "build/passes/project").glob("*.json"))
+
+
+def test_old_records_of_a_name_go_and_a_longer_names_stay(tmp_path):
+    book = PassBook(tmp_path, "v9.9.9")
+    book.record("full-series-cuda-alike", "c" * 64, 1.0)
+    for i in range(6):
+        book.record("full-series", f"{i:x}" * 64, 1.0)
+    assert book.lookup("full-series-cuda-alike", "c" * 64) is not None
+    kept = [i for i in range(6) if book.lookup("full-series", f"{i:x}" * 64)]
+    assert kept == [2, 3, 4, 5]
