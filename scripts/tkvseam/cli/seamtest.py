@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 
 import click
@@ -228,7 +227,31 @@ def seamtest_differential(ctx: Context, base_name, tree, python, slots, as_json)
 COMMANDS = [seamtest]
 
 
-@seamtest.command("lane", context_settings={"ignore_unknown_options": True})
+@dataclass
+class LaneDone(Answer):
+    """``seamtest lane``: ran (its exit code) or a recorded pass stood in (when it was recorded)."""
+
+    run: object  # seamtest.command_lane.LaneRun
+
+    def lines(self) -> list[str]:
+        return []  # the lane's own line is said on stderr as it happens
+
+    def to_json(self) -> dict:
+        r = self.run
+        return {
+            "ok": r.code == 0,
+            "lane": r.lane,
+            "cached": r.cached_from is not None,
+            "cached_from": r.cached_from,
+            "seconds": r.seconds,
+            "command_exit": r.code,
+        }
+
+    def exit_code(self) -> int:
+        return 0 if self.run.code == 0 else EXIT_TESTS
+
+
+@seamtest.command("lane")
 @click.argument("name")
 @click.option("--reads", "reads", multiple=True, help="A file or directory the command reads (repeatable).")
 @click.option(
@@ -239,25 +262,27 @@ COMMANDS = [seamtest]
 )
 @click.option("--plugin", is_flag=True, help="The command loads the base's plugin pin.")
 @fresh_option
+@json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
-def seamtest_lane(ctx: Context, name, reads, base_name, env, plugin, command):
+def seamtest_lane(ctx: Context, name, reads, base_name, env, plugin, as_json, command):
     """Run COMMAND as lane NAME unless it passed before with the same inputs (FRESH=1: run it).
 
     `make test` runs its tooling, series and image lanes so: the key digests the tool's source,
     the --reads files, the command, the interpreter, the --env values and, with --base, the base's
     sdist, lock and venv and the build tree; a pass is recorded under build/passes/, a failure
-    or a kill records nothing. Exits with the command's code.
+    or a kill records nothing. Exit 9 when the command fails. Give the command after `--`.
     """
+    from ..bases.pins import load_bases
     from ..seamtest.command_lane import CommandLane
     from ..seamtest.passes import PassBook
 
+    load_bases(ctx.bases_file, ctx.root)  # a tkv-seam project, its bases file readable
     base = ctx.base(base_name) if base_name else None
     lane = CommandLane(name, ctx.root, list(command), tuple(reads), base, tuple(env), plugin)
     book = PassBook(ctx.root, base_name, fresh=ctx.fresh)
-    code = lane.run(book, ctx.progress, lambda line: click.echo(line, err=True))
-    if code:
-        sys.exit(EXIT_TESTS if code > 0 else 1)
+    run = lane.run(book, ctx.progress, lambda line: click.echo(line, err=True), quiet_stdout=as_json)
+    emit(LaneDone(run))
 
 
 @dataclass
@@ -284,10 +309,12 @@ class Times(Answer):
 @pass_ctx
 def seamtest_times(ctx: Context, as_json):
     """Each lane step's last measured run (not a cached one): seconds, load, cores, date."""
+    from ..bases.pins import load_bases
     from ..seamtest.passes import read_timings
 
+    known = load_bases(ctx.bases_file, ctx.root)
     last: dict = {}
-    for path in sorted(layout.build(ctx.root).glob("passes/*/timings.jsonl")):
+    for path in [layout.passes(ctx.root, name) / "timings.jsonl" for name in [None, *known]]:
         for row in read_timings(path):
             if not row.get("cached"):
                 last[(row.get("base"), row["name"])] = row

@@ -52,27 +52,41 @@ class CommandLane:
                 parts["plugin_pin"] = self.base.seam.plugin.requirements_txt()
         return digest(parts)
 
-    def run(self, book: PassBook, progress: Progress, say) -> int:
-        """Run the command unless recorded; ``say`` prints the lane's own line (stderr)."""
+    def run(self, book: PassBook, progress: Progress, say, quiet_stdout: bool = False) -> LaneRun:
+        """Run the command unless recorded; ``say`` prints the lane's own line (stderr).
+        ``quiet_stdout``: the command's stdout goes to stderr (``--json``: stdout holds the answer)."""
         key = self.key()
         where = f" ({self.base.name})" if self.base is not None else ""
         rec = book.lookup(self.name, key)
         if rec is not None:
             book.time(self.name, 0.0, cached=True)
             say(f"lane {self.name}{where}: {rec.line}")
-            return 0
+            return LaneRun(self.name, 0, rec.seconds, rec.when)
         last = book.last_seconds(self.name)
         say(f"lane {self.name}{where}: running" + (f" (last took ~{took(last)})" if last else ""))
         clock = Clock()
-        code = run_with_heartbeat(
-            progress, f"lane {self.name}{where}", lambda: subprocess.run(self.command).returncode, last
-        )
+        out = sys.stderr.fileno() if quiet_stdout else None
+
+        def command() -> int:
+            return subprocess.run(self.command, stdout=out).returncode
+
+        code = run_with_heartbeat(progress, f"lane {self.name}{where}", command, last)
         book.time(self.name, clock.seconds, cached=False, ok=code == 0)
         if code == 0:
             book.record(self.name, key, clock.seconds)
             say(f"lane {self.name}{where}: passed in {took(clock.seconds)} (recorded)")
         else:
-            say(
-                f"lane {self.name}{where}: FAILED (exit {code}) after {took(clock.seconds)}; nothing recorded"
-            )
-        return code
+            spent = took(clock.seconds)
+            say(f"lane {self.name}{where}: FAILED (exit {code}) after {spent}; nothing recorded")
+        return LaneRun(self.name, code, round(clock.seconds, 1), None)
+
+
+@dataclass
+class LaneRun:
+    """What one command lane did: its command's exit code, its seconds, and when the pass that
+    stood in for it was recorded (None: it ran now)."""
+
+    lane: str
+    code: int
+    seconds: float
+    cached_from: str | None
