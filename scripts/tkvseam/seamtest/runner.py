@@ -382,7 +382,8 @@ class Runner:
                 with self._lock:
                     k = next(counter)
                     running[job.label] = (time.monotonic(), estimate)
-                self.progress.step(f"{k}/{total} {job.label} [slot {slot}] (last took ~{took(estimate)})")
+                said = "last took" if job.label in known else "estimate"
+                self.progress.step(f"{k}/{total} {job.label} [slot {slot}] ({said} ~{took(estimate)})")
                 try:
                     result = self.run_job(job, slot)
                 except BaseException as e:  # reported after the other slots finish their job
