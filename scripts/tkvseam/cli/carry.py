@@ -168,17 +168,30 @@ def carry(
     else:
         for step in result.steps:
             click.echo(f"  {step.line()}")
+        from ..port.gate import by_themselves_lines
+
         for e in result.exported:
             click.echo(f"  {Exported(**e).label:9} {e['name']}")
+        if result.by_themselves or result.source:
+            for line in by_themselves_lines(result.by_themselves):
+                click.echo(line)
         for problem in result.problems:
             click.echo(problem, err=True)
-        click.echo(
-            f"{result.base}: carried"
-            + (f" (ported from {result.source})" if result.source else "")
-            + (f"; {len(result.problems)} lint/style problem(s) in its queue" if result.problems else "")
-            + (f"; the queue files it replaced are in {result.backup}" if result.backup else "")
-            + f"; next: make test BASE={result.base}"
-        )
+        backup = f"; the queue files it replaced are in {result.backup}" if result.backup else ""
+        if result.problems:
+            click.echo(
+                f"{result.base}: NOT carried: its queue is written but has {len(result.problems)} lint/style "
+                f"problem(s) (listed above){backup}; next: fix them in build/vllm-{result.base} "
+                f"(`make apply BASE={result.base}`, amend the patch's commit, `make refresh BASE={result.base}`), "
+                f"then `make carry VERSION={version}` again (it checks the queue again)"
+            )
+        else:
+            click.echo(
+                f"{result.base}: carried"
+                + (f" (ported from {result.source})" if result.source else "")
+                + backup
+                + f"; next: make test BASE={result.base}"
+            )
     if result.problems:
         sys.exit(EXIT_LINT)
 

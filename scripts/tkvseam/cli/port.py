@@ -219,18 +219,30 @@ def _finished(done, as_json) -> None:
                 "exported": [vars(e) for e in done.exported],
                 "problems": done.problems,
                 "backup": str(done.backup) if done.backup else None,
+                "by_themselves": done.by_themselves,
+                "ok": not done.problems,
             }
         )
     else:
+        from ..port.gate import by_themselves_lines
+
         for e in done.exported:
             click.echo(e.line(queue.patches))
+        for line in by_themselves_lines(done.by_themselves):
+            click.echo(line)
         for prob in done.problems:
             click.echo(prob, err=True)
         skipped = [d for d in state.port.done if d.status == "skipped"]
         click.echo(
             f"port -> {state.base} finished: {sum(e.status != 'removed' for e in done.exported)} patches in "
             f"{queue.series}, {len(skipped)} skipped (see {queue.patches}/PORT.md); "
-            + ("lint + style gate: ok" if not done.problems else f"{len(done.problems)} problem(s)")
+            + (
+                "lint + style gate: ok"
+                if not done.problems
+                else f"NOT ready: {len(done.problems)} lint/style problem(s) (listed above); fix them in "
+                f"build/vllm-{state.base} (`make apply BASE={state.base}`, amend the patch's commit, "
+                f"`make refresh BASE={state.base}`), then `make lint-patches BASE={state.base}`"
+            )
             + (f"; the files it replaced are in {done.backup}" if done.backup else "")
         )
     if done.problems:

@@ -10,12 +10,12 @@ one (no refusal of its own half-written queue), and what it replaced is listed f
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..bases.pins import Base
-from ..errors import RefusedError, SeamError
+from ..errors import RefusedError
 from ..progress import Progress
 from ..tree.seamtree import SeamTree
 from ..edit.refresh import (
@@ -30,10 +30,10 @@ from ..edit.refresh import (
     write_queue,
 )
 from ..fsutil import atomic_write
-from ..queue.lint import lint
 from ..queue.series import Queue
 from ..tree.state import PortProgress, TreeState
-from ..edit.stylecheck import stylecheck
+from .ending import lint_and_style
+from .gate import patches_by_themselves
 from .render import WHY, port_md
 
 
@@ -62,6 +62,7 @@ class Finished:
     exported: list[Exported]
     problems: list[str]
     backup: Path | None = None  # the queue files finish replaced, as they were
+    by_themselves: list[dict] = field(default_factory=list)  # went in without a human: re-read them
 
 
 def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finished:
@@ -111,12 +112,9 @@ def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finishe
     p.finished, p.finishing = True, None
     p.queue_digest = queue_digest(session.root, queue)
     session.save(state)
-    problems = [f"lint: {prob}" for prob in lint(session.root, queue)]
-    try:
-        problems += stylecheck(session.root, session.path, session.to_base, session.cache)
-    except SeamError as e:
-        problems.append(f"stylecheck: {e.message}")
-    return Finished(session.path, queue, state, exported, problems, backup)
+    problems = lint_and_style(session.root, session.path, session.to_base, session.cache)
+    by_themselves = patches_by_themselves(session.path, state)
+    return Finished(session.path, queue, state, exported, problems, backup, by_themselves)
 
 
 def check_queue(session: PortContext, p: PortProgress, force: bool) -> None:

@@ -43,6 +43,7 @@ from ..queue.series import read_series
 from ..tree.state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
 from .tree import try_patch
 from .finish import Finished, finish_queue
+from .gate import check_patch
 from .model import APPLIED, PatchReport, PatchStatus
 from .render import WHY, port_command, stop_hint, stop_message
 from .report import refuse_direction
@@ -173,6 +174,7 @@ class PortSession:
             if reason:
                 message = set_trailer(message, "Reason", reason)
             self._check_message(patch, message, msg)
+            check_patch(self, state, patch, None, message)  # a resolution that breaks the base stops again
             p.committing = Committing(patch.name, DoneStatus.RESOLVED, self.seam.head())
             self.save(state)
             commit = git.commit_index(self.path, message, git.Person.parse(patch.header.author))
@@ -490,6 +492,7 @@ class PortSession:
             if r.own in APPLIED and r.status != PatchStatus.OBSOLETE:
                 # a patch blocked by a skipped dependency that still applies goes in; noted
                 status = DoneStatus(str(r.own))
+                check_patch(self, state, patch, r)  # stops (breaks) when it fails the gate on the new base
                 p.committing = Committing(patch.name, status, self.seam.head(), r.note)
                 self.save(state)
                 commit = git.commit(self.path, patch.header.message, patch.header.author)

@@ -54,6 +54,9 @@ class CarryResult:
     exported: list[dict] = field(default_factory=list)  # the new queue's files: name, status
     problems: list[str] = field(default_factory=list)  # lint and style gate of the new queue
     backup: str | None = None  # where the port's finish kept queue files it replaced
+    by_themselves: list[dict] = field(
+        default_factory=list
+    )  # went in without a human: name, how, gate, proven
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -109,8 +112,17 @@ def carry(
         steps.append(Step("pin", "pinned", f"{base.name} is in {bases_file.name} already"))
     session = _Port(root, base, cache, progress)
     if _queue_exists(root, base) and not session.in_progress():
-        steps.append(Step("port", "carried", f"{base.queue.series} exists"))
-        return CarryResult(base.name, "", True, steps)
+        _refuse_another_plugin(base, opts, bases_file)
+        from ..port.ending import queue_problems  # said again on every run until fixed
+
+        problems, where = queue_problems(root, base, cache)
+        checked = f"; lint + style gate in {where}" if where else "; lint"
+        steps.append(
+            Step("port", "carried" if not problems else "written", f"{base.queue.series} exists{checked}")
+        )
+        return CarryResult(
+            base.name, "", not problems, steps, problems=problems, by_themselves=session.by_themselves()
+        )
     if (opts.verdict or opts.reason) and not session.in_progress():
         raise UsageError(
             "--verdict/--reason are for a port stopped at a patch; none is in progress for " + base.name,
@@ -126,6 +138,9 @@ def carry(
     result = CarryResult(base.name, source.name, steps=steps)
     for step in (_seam_table, _lock):
         result.steps.append(step(root, bases_file, bases, base, source, cache, opts, progress))
+        bases = load_bases(bases_file, root)  # what the step wrote (the .seam table: the gate's ruff)
+        base = bases[base.name]
+    session = _Port(root, base, cache, progress)
     for s in result.steps:
         progress.step(f"carry {base.name}: {s.line()}")
     try:
@@ -136,15 +151,39 @@ def carry(
             done = session.start(source)
             result.steps.append(Step("port", "started", f"from {source.name}'s queue"))
     except PortStopped as e:
-        raise PortStopped(e.message, hint=_stop_hint(session.tree, base)) from e
-    result.carried = True
+        raise _restop(e, session, base) from e
+    result.carried = not done.problems
     result.exported = done.exported
     result.problems = done.problems
+    result.by_themselves = done.by_themselves
     result.backup = str(done.backup) if done.backup else None
     result.steps.append(
         Step("port", "finished", f"{len(done.exported)} patch file(s) in {base.queue.patches}/")
     )
     return result
+
+
+def _restop(e: PortStopped, session: _Port, base: Base) -> PortStopped:
+    """The port's stop, with the next command of a carry (``make carry`` again continues it)."""
+    from ..port.gate import PatchBreaks, breaks_hint
+
+    if isinstance(e, PatchBreaks):
+        msg = session.tree / ".git" / "tkv-seam-port-msg"
+        hint = breaks_hint(session.session, msg, again=hints.make("carry", VERSION=base.version))
+        return PatchBreaks(e.message, hint, e.patch, e.problems)
+    return PortStopped(e.message, hint=_stop_hint(session.tree, base))
+
+
+def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
+    """--plugin given when the .seam table pins another plugin: refused (exit 2), never dropped."""
+    pinned = base.seam.plugin.requirement if base.seam.plugin else None
+    if opts.plugin and seamtable.has_table(base.seam) and opts.plugin != pinned:
+        raise UsageError(
+            f"--plugin {opts.plugin}: [{base.name!r}.seam] in {bases_file.name} already pins plugin "
+            f"{pinned or '(none)'}; carry keeps the table it finds and would not use {opts.plugin}",
+            hint=f"make seam-table BASE={base.name} PLUGIN='{opts.plugin}' FORCE=1   (rewrites the table), "
+            f"then make carry VERSION={base.version}; or drop PLUGIN= to carry with {pinned}",
+        )
 
 
 def _stop_hint(tree: Path, base: Base) -> str:
@@ -158,6 +197,7 @@ def _stop_hint(tree: Path, base: Base) -> str:
 
 
 def _seam_table(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
+    _refuse_another_plugin(base, opts, bases_file)
     if seamtable.has_table(base.seam):
         return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
     table = seamtable.derive(root, bases, base, cache, source.name, opts.plugin, progress=progress)
@@ -213,9 +253,18 @@ class _Port:
     def continue_(self, verdict: str | None, reason: str | None):
         return _done(self.session.continue_(verdict, reason))
 
+    def by_themselves(self) -> list[dict]:
+        """The patches of the finished port that went in without a human ([] when no port tree)."""
+        from ..port.gate import patches_by_themselves
+
+        state = self._state()
+        return patches_by_themselves(self.tree, state) if state is not None and state.port else []
+
 
 def _done(finished) -> _Done:
-    return _Done([dict(vars(e)) for e in finished.exported], finished.problems, finished.backup)
+    return _Done(
+        [dict(vars(e)) for e in finished.exported], finished.problems, finished.backup, finished.by_themselves
+    )
 
 
 @dataclass
@@ -223,3 +272,4 @@ class _Done:
     exported: list[dict]  # name, status ("added", "updated", "unchanged", "removed")
     problems: list[str]
     backup: Path | None = None  # queue files the port's finish replaced, as they were
+    by_themselves: list[dict] = field(default_factory=list)

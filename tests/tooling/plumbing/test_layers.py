@@ -25,6 +25,8 @@ LAYERS = {
         "seamtest",
         "port.session",
         "port.journal",
+        "port.gate",
+        "port.ending",
         "port.finish",
         "port.report",
         "port.reportfile",
