@@ -115,7 +115,8 @@ def staged_problems(session: Gated, patch: Patch) -> list[str]:
 def check_patch(
     session: Gated, state: TreeState, patch: Patch, r: PatchReport | None, message: str | None = None
 ) -> None:
-    """Gate ``patch`` as staged in the port tree; record how it went in, or stop there (PatchBreaks).
+    """Gate ``patch`` as staged in the port tree, and prove it when the session proves
+    (``session.prove``, a ``prove.Prover``); record how it went in, or stop there (PatchBreaks).
 
     ``r``: its report when it went in by itself (None: a resolution being continued);
     ``message``: the commit message the user gave (kept for the next ``continue``).
@@ -124,8 +125,20 @@ def check_patch(
     n = state.port.next + 1
     session.progress.step(f"gate [{n}/{len(state.port.series)}] {patch.name} ({how}): compile + style")
     problems = staged_problems(session, patch)
+    proven: bool | str = False
+    prover = getattr(session, "prove", None)
+    if not problems and prover is not None:
+        from .prove import prove_patch
+
+        failing = prove_patch(session, state, patch, prover)
+        if failing:
+            problems = [f"test {f}" for f in failing]
+        elif failing is not None:
+            proven = True
+        elif not (patch.header.tests or patch.header.guards):
+            proven = "no tests"
     if not problems:
-        _record(session, patch.name, {"how": how, "gate": "ok", "proven": False})
+        _record(session, patch.name, {"how": how, "gate": "ok", "proven": proven})
         return
     p = state.port
     p.current = patch.name
@@ -150,10 +163,16 @@ def check_patch(
 
 
 def breaks_message(to_name: str, name: str, how: str, problems: list[str]) -> str:
+    tests = all(p.startswith("test ") for p in problems)
+    if how == DoneStatus.RESOLVED:
+        what = "the staged resolution " + (
+            "passes the gate, but its own tests fail" if tests else "fails the gate"
+        )
+    else:
+        what = f"it went in {how}, but " + ("its own tests fail" if tests else "fails the gate")
     return "\n".join(
         [
-            f"port to {to_name} stopped at {name}: {BREAKS} (it went in {how}, but fails the gate on "
-            f"{to_name}: {len(problems)} problem(s))",
+            f"port to {to_name} stopped at {name}: {BREAKS} ({what} on {to_name}: {len(problems)} problem(s))",
             *(f"  {p}" for p in problems),
         ]
     )

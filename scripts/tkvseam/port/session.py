@@ -94,6 +94,7 @@ class PortSession:
         self.path = Path(tree) if tree is not None else self.default_tree
         self.cache = cache or default_cache_dir()
         self.progress = progress
+        self.prove = None  # a prove.Prover: each patch's own tests run at its prefix (gate.check_patch)
         self.seam = SeamTree(self.path, root)
         self.tree = PortTree(self.path)
 

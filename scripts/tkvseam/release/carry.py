@@ -74,6 +74,7 @@ class Options:
     verdict: str | None = None  # port continue
     reason: str | None = None
     index_url: str | None = None  # the Simple API of pin (TKV_SEAM_INDEX_URL)
+    prove: bool = True  # port: run each patch's own tests at its prefix (with the base's test venv)
 
 
 def _pinned(bases: dict[str, Base], version: Version) -> Base | None:
@@ -143,6 +144,9 @@ def carry(
     session = _Port(root, base, cache, progress)
     for s in result.steps:
         progress.step(f"carry {base.name}: {s.line()}")
+    if opts.prove:
+        session.session.prove, proving = _prover(root, base, progress)
+        result.steps.append(proving)
     try:
         if session.in_progress():
             done = session.continue_(opts.verdict, opts.reason)
@@ -151,7 +155,7 @@ def carry(
             done = session.start(source)
             result.steps.append(Step("port", "started", f"from {source.name}'s queue"))
     except PortStopped as e:
-        raise _restop(e, session, base) from e
+        raise _restop(e, session, base, result.steps) from e
     result.carried = not done.problems
     result.exported = done.exported
     result.problems = done.problems
@@ -163,15 +167,19 @@ def carry(
     return result
 
 
-def _restop(e: PortStopped, session: _Port, base: Base) -> PortStopped:
-    """The port's stop, with the next command of a carry (``make carry`` again continues it)."""
+def _restop(e: PortStopped, session: _Port, base: Base, steps: list[Step]) -> PortStopped:
+    """The port's stop, with the next command of a carry (``make carry`` again continues it), and
+    why the patches' tests did not run, when they did not."""
     from ..port.gate import PatchBreaks, breaks_hint
 
+    message = e.message + "".join(
+        f"\n  ({s.line()})" for s in steps if s.step == "prove" and s.status == "off"
+    )
     if isinstance(e, PatchBreaks):
         msg = session.tree / ".git" / "tkv-seam-port-msg"
         hint = breaks_hint(session.session, msg, again=hints.make("carry", VERSION=base.version))
-        return PatchBreaks(e.message, hint, e.patch, e.problems)
-    return PortStopped(e.message, hint=_stop_hint(session.tree, base))
+        return PatchBreaks(message, hint, e.patch, e.problems)
+    return PortStopped(message, hint=_stop_hint(session.tree, base))
 
 
 def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
@@ -184,6 +192,32 @@ def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
             hint=f"make seam-table BASE={base.name} PLUGIN='{opts.plugin}' FORCE=1   (rewrites the table), "
             f"then make carry VERSION={base.version}; or drop PLUGIN= to carry with {pinned}",
         )
+
+
+def _prover(root: Path, base: Base, progress: Progress):
+    """(the base's test venv for proving, the step saying so): ``make venv-vllm BASE=…`` from its
+    lock when the project has the Makefile; (None, step "off" saying why) when it cannot be had:
+    the port goes on with the gate alone."""
+    import os
+    import subprocess
+
+    from ..port.prove import Prover
+
+    python = root / base.test_venv / "bin" / "python"
+    make = hints.make("venv-vllm", BASE=base.name)
+    if (root / "Makefile").is_file():
+        progress.step(f"carry {base.name}: test venv {base.test_venv} (`{make}`, from {base.cpu_lock})")
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+        cmd = ["make", "--no-print-directory", "-C", str(root), "venv-vllm", f"BASE={base.name}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            why = f"`{make}` failed (exit {proc.returncode}: {last})"
+            return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")
+    if not python.exists():
+        why = f"no test venv {base.test_venv} (`{make}` builds it from {base.cpu_lock})"
+        return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")
+    return Prover(python), Step("prove", "on", f"each patch's Tests:/Guard:s with {base.test_venv}")
 
 
 def _stop_hint(tree: Path, base: Base) -> str:

@@ -27,6 +27,7 @@ LAYERS = {
         "port.journal",
         "port.gate",
         "port.ending",
+        "port.prove",
         "port.finish",
         "port.report",
         "port.reportfile",
