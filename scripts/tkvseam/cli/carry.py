@@ -5,13 +5,9 @@ Bodies parse options and call the library; the top group maps errors to exit cod
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from ..errors import EXIT_LINT
-
-from .options import Context, emit, emit_json, force_option, json_option, pass_ctx
+from .options import Context, emit, force_option, json_option, pass_ctx
 
 
 @click.command()
@@ -164,7 +160,6 @@ def carry(
     last patch is through, the new base's queue and PORT.md are written and linted: it is
     carried (make test checks it), with nothing else to edit.
     """
-    from ..edit.refresh import Exported
     from ..release.carry import Options
     from ..release.carry import carry as do_carry
 
@@ -178,38 +173,7 @@ def carry(
         reason,
         prove=prove,
     )
-    result = do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress)
-    if as_json:
-        emit_json(result.to_json())
-    else:
-        for step in result.steps:
-            click.echo(f"  {step.line()}")
-        from ..port.gate import by_themselves_lines
-
-        for e in result.exported:
-            click.echo(f"  {Exported(**e).label:9} {e['name']}")
-        if result.by_themselves or result.source:
-            for line in by_themselves_lines(result.by_themselves):
-                click.echo(line)
-        for problem in result.problems:
-            click.echo(problem, err=True)
-        backup = f"; the queue files it replaced are in {result.backup}" if result.backup else ""
-        if result.problems:
-            click.echo(
-                f"{result.base}: NOT carried: its queue is written but has {len(result.problems)} lint/style "
-                f"problem(s) (listed above){backup}; next: fix them in build/vllm-{result.base} "
-                f"(`make apply BASE={result.base}`, amend the patch's commit, `make refresh BASE={result.base}`), "
-                f"then `make carry VERSION={version}` again (it checks the queue again)"
-            )
-        else:
-            click.echo(
-                f"{result.base}: carried"
-                + (f" (ported from {result.source})" if result.source else "")
-                + backup
-                + f"; next: make test BASE={result.base}"
-            )
-    if result.problems:
-        sys.exit(EXIT_LINT)
+    emit(do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress))
 
 
 COMMANDS = [carried, seam_table, lock_cpu, retire, carry]

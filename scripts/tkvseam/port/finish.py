@@ -14,13 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from .. import hints
+from ..answer import Answer, plain
 from ..bases.pins import Base
-from ..errors import RefusedError
+from ..errors import EXIT_LINT, RefusedError
 from ..progress import Progress
 from ..tree.seamtree import SeamTree
 from ..edit.refresh import (
     VERDICTS,
     Exported,
+    ExportStatus,
     changed_files,
     export_texts,
     queue_digest,
@@ -31,10 +34,10 @@ from ..edit.refresh import (
 )
 from ..fsutil import atomic_write
 from ..queue.series import Queue
-from ..tree.state import PortProgress, TreeState
+from ..tree.state import DoneStatus, PortProgress, TreeState
 from .ending import lint_and_style
-from .gate import patches_by_themselves
-from .render import WHY, port_md
+from .gate import by_themselves_lines, patches_by_themselves
+from .render import WHY, port_md, status_json
 
 
 class PortContext(Protocol):
@@ -55,7 +58,10 @@ class PortContext(Protocol):
 
 
 @dataclass
-class Finished:
+class Finished(Answer):
+    """The new base's queue written (``port finish``, or a verb that went through the last patch):
+    each file, the lint and style gate's problems (exit 6 when any), and where replaced files are."""
+
     tree: Path
     queue: Queue
     state: TreeState
@@ -63,6 +69,43 @@ class Finished:
     problems: list[str]
     backup: Path | None = None  # the queue files finish replaced, as they were
     by_themselves: list[dict] = field(default_factory=list)  # went in without a human: re-read them
+
+    def lines(self) -> list[str]:
+        skipped = [d for d in self.state.port.done if d.status == DoneStatus.SKIPPED]
+        written = sum(e.status != ExportStatus.REMOVED for e in self.exported)
+        base = self.state.base
+        return (
+            [e.line(self.queue.patches) for e in self.exported]
+            + by_themselves_lines(self.by_themselves)
+            + [
+                f"port -> {base} finished: {written} patches in {self.queue.series}, "
+                f"{len(skipped)} skipped (see {self.queue.patches}/PORT.md); "
+                + (
+                    "lint + style gate: ok"
+                    if not self.problems
+                    else f"NOT ready: {len(self.problems)} lint/style problem(s) (listed above); fix them in "
+                    f"build/vllm-{base} (`make apply BASE={base}`, amend the patch's commit, "
+                    f"`make refresh BASE={base}`), then `make lint-patches BASE={base}`"
+                )
+                + (f"; the files it replaced are in {self.backup}" if self.backup else "")
+            ]
+        )
+
+    def notes(self) -> list[str]:
+        return list(self.problems)
+
+    def to_json(self) -> dict:
+        return {
+            "state": status_json(self.tree, self.state),
+            "exported": [plain(e) for e in self.exported],
+            "problems": self.problems,
+            "backup": str(self.backup) if self.backup else None,
+            "by_themselves": self.by_themselves,
+            "ok": not self.problems,
+        }
+
+    def exit_code(self) -> int:
+        return EXIT_LINT if self.problems else 0
 
 
 def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finished:
@@ -131,8 +174,14 @@ def check_queue(session: PortContext, p: PortProgress, force: bool) -> None:
         why.append(f"{queue.patches}/ changed since the port started (someone wrote it meanwhile)")
     if edits:
         why.append("it has uncommitted edits:\n" + "\n".join(f"    {st} {path}" for st, path in edits[:20]))
+    force_it = f"`{session.command('finish', FORCE='1')}` (keeps the files it replaces and lists them)"
+    if changed:  # committing or moving edits leaves it changed: only --force (or a new port) goes on
+        hint = (
+            f"see what is there (`{hints.shell('git', 'status', '--', queue.patches)}`, "
+            f"`{hints.shell('git', 'log', '--', queue.patches)}`), then write over it: {force_it}"
+        )
+    else:  # the queue the port found, with edits not committed: committing them is the way on
+        hint = f"commit or move those edits, then `{session.command('finish')}`; or {force_it}"
     raise RefusedError(
-        f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why),
-        hint=f"commit or move those edits, then `{session.command('finish')}`; or `{session.command('finish', FORCE='1')}` "
-        "(keeps the files it replaces and lists them)",
+        f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why), hint=hint
     )

@@ -28,12 +28,12 @@ from ..progress import Progress
 from ..queue.patch import Patch, PlacementKind
 from ..tree.seamtree import SeamTree
 from ..tree.state import DoneStatus, TreeState
+from .journal import PORT_MSG
 from .model import PatchReport, PatchStatus
 from .render import WHY, port_command
 
 GATE_FILE = "tkv-seam-port-gate.json"  # in the port tree's .git: how each patch went in, what was checked
-PORT_MSG = "tkv-seam-port-msg"  # the stopped patch's commit message (session.PORT_MSG)
-BREAKS = "breaks"  # the stop kind of a patch that went in but fails the gate
+BREAKS = str(PatchStatus.BREAKS)  # the stop kind of a patch that went in but fails the gate
 _WARNED: set[str] = set()  # port trees whose missing ruff pin was said (once a run)
 
 
@@ -142,13 +142,15 @@ def check_patch(
         return
     p = state.port
     p.current = patch.name
-    p.stopped = {
-        "name": patch.name,
-        "slug": patch.header.slug,
-        "status": BREAKS,
-        "applied": how,
-        "problems": problems,
-    }
+    p.stopped = PatchReport(
+        patch.name,
+        patch.header.slug,
+        patch.header.summary,
+        status=PatchStatus.BREAKS,
+        own=r.own if r is not None else p.stopped.own if p.stopped is not None else PatchStatus.EXACT,
+        note=f"went in {how}; fails on {session.to_base.name}",
+        problems=problems,
+    )
     msg = session.seam.git_dir / PORT_MSG
     if message is not None or not msg.exists():
         atomic_write(msg, message if message is not None else patch.header.message)

@@ -59,7 +59,7 @@ def prove_patch(session, state: TreeState, patch: Patch, prover: Prover) -> list
     session.progress.step(f"prove [{k}/{len(p.series)}] {patch.name}: {len(nodes)} test(s) on {state.base}")
     tree = session.path
     snapshot = git.snapshot_index(tree, f"tkv-seam prove {patch.name}\n")
-    done = [session._patch(p, i) for i, d in enumerate(p.done) if d.commit]
+    done = [session.journal.patch(p, i) for i, d in enumerate(p.done) if d.commit]
     chain = [state.base_commit, *git.commits_after(tree, state.base_commit), snapshot]
     work = layout.seamtest_work(session.root, f"port-{state.base}")
     try:
