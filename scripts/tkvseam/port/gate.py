@@ -130,12 +130,12 @@ def check_patch(
     if not problems and prover is not None:
         from .prove import prove_patch
 
-        failing = prove_patch(session, state, patch, prover)
+        failing = prove_patch(session, state, patch, prover, message)
         if failing:
             problems = [f"test {f}" for f in failing]
         elif failing is not None:
             proven = True
-        elif not (patch.header.tests or patch.header.guards):
+        elif not (patch.header.tests or patch.header.guards or message):
             proven = "no tests"
     if not problems:
         _record(session, patch.name, {"how": how, "gate": "ok", "proven": proven})

@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import git, layout
 from ..errors import SeamError
 from ..queue.footprint import overlay_paths
+from ..queue.message import message_header
 from ..queue.patch import Patch
 from ..seamtest.hfcache import build as hf_home
 from ..seamtest.outcomes import PASSED, fold
@@ -46,10 +47,13 @@ class _PortRunner(Runner):
         self.base_commit, self.commits = self.port_chain[0], self.port_chain[1:]
 
 
-def prove_patch(session, state: TreeState, patch: Patch, prover: Prover) -> list[str] | None:
+def prove_patch(
+    session, state: TreeState, patch: Patch, prover: Prover, message: str | None = None
+) -> list[str] | None:
     """The patch's nodes that do not pass at its prefix (``node: outcome``); None when not proven
-    (no venv, or no node to run)."""
-    h = patch.header
+    (no venv, or no node to run). ``message``: the commit message being continued with (its
+    ``Tests:``/``Guard:`` lines are the resolution's, not the old patch's)."""
+    h = message_header(patch, message) if message else patch.header
     nodes = list(dict.fromkeys(h.tests + h.guards))
     if prover.off or not nodes:
         return None
@@ -86,6 +90,9 @@ def prove_patch(session, state: TreeState, patch: Patch, prover: Prover) -> list
         )
         result = runner.run([job])[job.label]
     except SeamError as e:
+        if e.message.startswith("pytest could not run"):  # the nodes, not the venv: node ids not found
+            log = work / "logs" / f"prove-{k:02d}.log"
+            return [f"{node}: not run (pytest could not run them; log {log})" for node in nodes]
         prover.off = e.message
         session.progress.warn(
             f"not proving the port's patches (the gate goes on alone): {e.message}"
