@@ -17,7 +17,6 @@ from pathlib import Path
 
 from .. import git, layout
 from ..errors import SeamError
-from ..queue.footprint import overlay_paths
 from ..queue.message import message_header
 from ..queue.patch import Patch
 from ..seamtest.hfcache import build as hf_home
@@ -43,8 +42,10 @@ class _PortRunner(Runner):
 
     def __post_init__(self) -> None:
         self.patches = self.port_patches
-        self.paths = overlay_paths(self.patches)
         self.base_commit, self.commits = self.port_chain[0], self.port_chain[1:]
+        # the overlay: what the prefix changed in vllm/ (a resolution may touch files the old patch did not)
+        changed = git.changed_paths(self.tree, self.base_commit, self.commits[-1], ["vllm"], only="M")
+        self.paths = changed
 
 
 def prove_patch(
