@@ -12,6 +12,8 @@ import json
 
 import pytest
 
+from tkvseam import git
+
 from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
 from ..fixtures.provecase import HEADER_NODE, fix_header_test, make_prove_queue, make_test_venv
@@ -59,3 +61,24 @@ def test_no_prove_runs_the_gate_alone(pcase, releases, wheels):  # noqa: F811
     make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
     out = json.loads(carry(pcase, wheels, "--json", "--no-prove").output)
     assert out["carried"] and not [s for s in out["steps"] if s["step"] == "prove"]
+
+
+def test_a_resolution_is_proven_with_its_own_tests_line(pcase, releases, wheels):  # noqa: F811
+    """The fix renames the test and the message's Tests: line: the renamed node is the one run."""
+    make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
+    carry(pcase, wheels, expect=12)
+    tree = pcase.root / "build" / f"port-{NEW_NAME}"
+    fix_header_test(tree)
+    test = tree / "tests" / "test_cache_header.py"
+    test.write_text(test.read_text().replace("def test_header", "def test_new_header"))
+    git.run(tree, "add", "tests/test_cache_header.py")
+    msg = tree / ".git" / "tkv-seam-port-msg"
+    msg.write_text(
+        msg.read_text().replace(
+            f"Tests: {HEADER_NODE}", f"Tests: {HEADER_NODE.replace('test_header', 'test_new_header')}"
+        )
+    )
+    out = json.loads(carry(pcase, wheels, "--json").output)
+    assert out["carried"]
+    record = json.loads((tree / ".git" / "tkv-seam-port-gate.json").read_text())
+    assert record["0002-header-test.patch"] == {"how": "resolved", "gate": "ok", "proven": True}
