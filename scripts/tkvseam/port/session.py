@@ -260,7 +260,7 @@ class PortSession:
             )
         inside = (self.root / queue.series).resolve().is_relative_to((self.root / queue.patches).resolve())
         paths = [queue.patches] + ([] if inside else [queue.series])
-        return f"drop the queue it wrote (git does not track it): `{hints.shell('rm', '-r', '--', *paths)}`"
+        return f"drop the queue it wrote (untracked): `{hints.shell('rm', '-r', '--', *paths)}`"
 
     def status(self) -> TreeState:
         """The port's state, with a commit an interrupted run made recorded."""
