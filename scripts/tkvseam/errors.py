@@ -11,8 +11,8 @@ Exit codes (also in README.md):
       an sdist member or an index entry refused)
 5     refused to overwrite work (uncommitted edits, unrefreshed commits, files
       git ignores, edited patch files, an output directory tkv-seam did not make,
-      a port in progress, a queue changed since its port started, a tree given as
-      a symlink); also a tree the command cannot use (``SeamTree.require``: none,
+      a port in progress, a queue changed since its port started, a tree or a
+      queue's patch file given as a symlink); also a tree the command cannot use (``SeamTree.require``: none,
       another base's, a port in progress, half-switched)
 6     lint found problems (also a written queue's lint or style gate: not carried)
 7     Docker engine unreachable or image build failed

@@ -296,7 +296,9 @@ def _queue_path(rel: str, name: str, path: Path, root: Path) -> str:
         raise SeamError(
             f"{where} goes through the symlink {link} -> {os.readlink(link)}; a queue is never reached "
             "through a symlink",
-            hint=f"replace {link.relative_to(root)} with a directory (or fix the queue path), then run again",
+            hint=f"replace {link.relative_to(root)} with "
+            + ("the file itself" if link == root / norm and not link.is_dir() else "a directory")
+            + " (or fix the queue path), then run again",
         )
     if not is_inside(root, root / norm):
         raise SeamError(f"{where} resolves outside the project", hint=hint)

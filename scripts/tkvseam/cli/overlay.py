@@ -59,11 +59,15 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     """
     from ..bases.carried import queue_overlay_paths
     from ..overlay.stage import stage_locked
+    from ..tree.seamtree import SeamTree
+    from ..tree.state import Kind
 
     out = absolute(out) if out else layout.overlay_stage(ctx.root, base_name)
     _refuse_stage_dir(ctx, base_name, out)
+    tree_path = ctx.tree(tree, base_name)
+    SeamTree(tree_path, ctx.root).require(Kind.APPLY, ctx.base(base_name).name, "overlay stage")
     paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
-    emit(stage_locked(ctx.tree(tree, base_name), paths, out, commit, ctx.progress))
+    emit(stage_locked(tree_path, paths, out, commit, ctx.progress))
 
 
 def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
@@ -111,6 +115,7 @@ def _install(ctx: Context, base_name, tree, python, commit_of, verb):
     from ..bases.carried import queue_overlay_paths
     from ..overlay.stage import install_commit, restore_paths
     from ..tree.seamtree import SeamTree
+    from ..tree.state import Kind
 
     target = "overlay" if verb == "install" else "overlay-restore"
     if python is None and tree is None:
@@ -122,7 +127,8 @@ def _install(ctx: Context, base_name, tree, python, commit_of, verb):
         known = known.replace("@BASE@", "{}")
     ctx.base(base_name, hint=known)  # an unknown base is a usage error before any tree is looked at
     tree_path = ctx.tree(tree, base_name)
-    commit = commit_of(SeamTree(tree_path).state())
+    # a tree of this base whose commits are a queue's (not another base's, a port in progress, half-switched)
+    commit = commit_of(SeamTree(tree_path, ctx.root).require(Kind.APPLY, base_name, f"overlay {verb}"))
     venv_python = ctx.venv_python(python, base_name)
     own_venv = venv_python == ctx.venv_python(None, base_name)
     if own_venv and tree_path == ctx.tree(None, base_name):
@@ -243,9 +249,10 @@ def image(
     when refused, when the build fails or when no Docker engine is reachable); streams
     the build log; with --push, pushes it and prints the pushed digest.
     """
-    from ..image.build import build, parse_reference, registry_of
+    from ..image.build import build
     from ..image.engine import client
-    from ..image.build import push as do_push
+    from ..image.engine import push as do_push
+    from ..image.names import parse_reference, registry_of
 
     if push and not registry and not (tag and registry_of(parse_reference(tag)[0])):
         raise SeamError(

@@ -142,6 +142,10 @@ def apply_series(
     rerun = hints.rerun("apply", root, base.name, tree)
     force_hint = f"`{hints.rerun('apply', root, base.name, tree, force=True)}`"
     with seam.locked(progress):
+        # Files git ignores: a switch in place leaves them, a rebuild judges them (below). A tree with
+        # edits is rebuilt, so the refusal names them with the edits: --force would drop them too.
+        before = seam.load()
+        rebuilt = not force and before is not None and not before.pending and bool(git.status_paths(tree))
         state, dropped = seam.check_replaceable(
             (Kind.APPLY, Kind.PORT),
             "tkv-seam apply",
@@ -149,7 +153,7 @@ def apply_series(
             rerun=rerun,
             force_hint=force_hint,
             progress=progress,
-            ignored=False,  # a switch in place leaves them; a rebuild judges them (below)
+            ignored=rebuilt,
             finish_switch=True,
         )
         if state and state.digest == digest and not force:

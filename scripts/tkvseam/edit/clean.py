@@ -36,6 +36,7 @@ from ..progress import QUIET, Progress
 from ..tree.kept import keep, kept_root
 from ..tree.seamtree import SeamTree
 from ..tree.state import STATE, TreeState
+from ..tree.work import IGNORED
 
 WORK_DIRS = ("seamtest", "bench", "plugin", "locks")  # the tool's own work, no marker: removed
 _BESIDE = re.compile(r"\.(?P<name>.+?)\.(?:lock|old-\d+|tmp-[a-z0-9_]{8})")  # lock, swap, scratch
@@ -160,7 +161,10 @@ def _problems(
 
 
 def _keeper(tree: SeamTree) -> str | None:
-    """The command that keeps what a tree holds before it goes."""
+    """The command that keeps what a tree holds before it goes: a port's abort (its bundle holds
+    everything), refresh for commits and edits (its own refusal says how to commit the edits); none
+    for files git ignores, refs of yours or what an earlier step kept (refresh keeps none of them:
+    ``FORCE=1`` bundles them)."""
     state = tree.load()
     if state is None:
         return None
@@ -168,6 +172,9 @@ def _keeper(tree: SeamTree) -> str | None:
         return hints.port(
             "abort", state.base, None if tree.path == layout.port_tree(tree.root, state.base) else tree.path
         )
+    work = tree.user_work(state)
+    if not (work.commits or work.moved_head or any(st != IGNORED for st, _ in work.dirty)):
+        return None
     return hints.rerun("refresh", tree.root, state.base, tree.path)
 
 

@@ -18,7 +18,8 @@ from .apply import inputs_digest
 from ..bases.pins import Base
 from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
-from ..queue.patch import Header, PatchFormatError, parse_text
+from ..queue.header import Header, PatchFormatError
+from ..queue.patch import parse_text
 from ..progress import QUIET, Progress
 from ..layout import BASE_TAG
 from ..tree.seamtree import SeamTree
@@ -233,7 +234,15 @@ def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str
     order: list[str] = []
     for k, commit in enumerate(commits_after_base(tree, base_commit), 1):
         text = format_commit(tree, commit)
-        header = parse_text(text, f"commit {commit[:12]}").header
+        try:
+            header = parse_text(text, f"commit {commit[:12]}").header
+        except PatchFormatError as e:  # the tree's commit is what to change: the queue is not written
+            raise SeamError(
+                f"{tree}: {e.message}; a commit of the tree becomes one patch file, and this one cannot "
+                "be (nothing was written)",
+                hint=f"change that commit (`{hints.shell('git', '-C', tree, 'rebase', '-i', BASE_TAG)}`: mark it "
+                "reword, edit or drop), then refresh again",
+            ) from e
         name = patch_filename(k, header.slug)
         if name in texts:
             raise SeamError(

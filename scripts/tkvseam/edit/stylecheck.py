@@ -49,16 +49,39 @@ class StyleReport(Answer):
         return EXIT_LINT if self.problems else 0
 
 
+def _version_line(exe: str) -> str:
+    return subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
+
+
 def _version(exe: str) -> str:
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.split()
+    out = _version_line(exe).split()
     return out[-1] if out else ""
+
+
+def _explicit(explicit: str, version: str) -> str:
+    """``--ruff``: an executable (a path, or a name on PATH) that is ruff ``version``; else exit 2."""
+    exe = shutil.which(explicit)
+    leave_out = (
+        f"leave out --ruff (the gate installs ruff {version} into the cache), or give a ruff {version}"
+    )
+    if exe is None or Path(exe).is_dir():
+        raise UsageError(
+            f"--ruff {explicit!r}: no executable there (a path, or a name on PATH)", hint=leave_out
+        )
+    said = _version_line(exe)
+    words = said.split()
+    if words[:1] != ["ruff"] or words[-1] != version:
+        raise UsageError(
+            f"--ruff {explicit}: `--version` says {said.splitlines()[0] if said else 'nothing'!r}; the style "
+            f"gate is ruff {version}",
+            hint=leave_out,
+        )
+    return exe
 
 
 def _ruff(version: str, cache: Path, explicit: str | None) -> str:
     if explicit:
-        if _version(explicit) != version:
-            raise SeamError(f"{explicit} is ruff {_version(explicit)}; the style gate is ruff {version}")
-        return explicit
+        return _explicit(explicit, version)
     for c in (str(Path(sys.executable).with_name("ruff")), shutil.which("ruff")):
         if c and Path(c).exists() and _version(c) == version:
             return c
@@ -88,27 +111,11 @@ def _py_files(patches: Sequence[Patch]) -> list[str]:
 
 def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> StyleReport:
     """``stylecheck``: the gate in ``tree``, which must be a tree tkv-seam made of ``base`` (a build
-    or a port tree): the files it checks are that base's queue's, as the tree holds them."""
-    state = SeamTree(tree).load()
-    if state is None:
-        own = tree == layout.build_tree(root, base.name)
-        if own or tree.exists():  # the base's build tree; a directory not the tool's stays as it is
-            hint = hints.make("lint-patches", BASE=base.name) + "   (applies the queue, then runs the gate)"
-            hint += "" if own else f"; or give --tree a tree tkv-seam made of {base.name}"
-        else:
-            make = hints.tool("apply", "--base", base.name, "--tree", tree)
-            hint = f"`{make}`, then `{hints.tool('stylecheck', '--base', base.name, '--tree', tree)}`"
-        raise UsageError(
-            f"{tree} is not a tree tkv-seam made (no build or port tree there): the style gate reads the "
-            f"patched files of {base.name}'s queue from it",
-            hint=hint,
-        )
-    if state.base != base.name:
-        raise UsageError(
-            f"{tree} holds {state.base}, not {base.name}: the style gate would check {base.name}'s files "
-            f"with {base.name}'s ruff in it",
-            hint=hints.tool("stylecheck", "--base", state.base, "--tree", tree),
-        )
+    or a port tree, ``SeamTree.require``; else exit 5): the files it checks are that base's queue's,
+    as the tree holds them."""
+    again = hints.make("lint-patches", BASE=base.name) if tree == layout.build_tree(root, base.name) else None
+    again = again or hints.tool("stylecheck", "--base", base.name, "--tree", tree)
+    SeamTree(tree, root).require(None, base.name, "the style gate", then=again)
     return StyleReport(stylecheck(root, tree, base, cache, ruff))
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from ..answer import Answer
 from ..errors import EXIT_LINT
+from .header import REQUIRED_TRAILERS, PatchFormatError
 from .message import verdict_problem
-from .patch import CONFLICT_MARKERS, REQUIRED_TRAILERS, PatchFormatError, parse_file
+from .patch import CONFLICT_MARKERS, parse_file
 from .series import DEFAULT_QUEUE, Queue, parse_series_text, patch_filename
 
 _NODEID_RE = re.compile(r"^[\w./-]+\.py(::[\w\[\]-]+)+$")

@@ -8,7 +8,8 @@ its subject keeps the patch's slug, its last paragraph the header fields
 
 from __future__ import annotations
 
-from .patch import REQUIRED_TRAILERS, Header, Patch, PatchFormatError, parse_text
+from .header import REQUIRED_TRAILERS, Header, PatchFormatError
+from .patch import Patch, parse_text
 
 # The verdicts of a patch in a queue (README, docs/patches.md). A patch the port leaves out
 # (``port skip``) is "obsolete" or "dropped" (``SKIP_VERDICTS``) and is in no queue.

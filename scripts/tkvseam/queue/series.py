@@ -7,10 +7,12 @@ The v0.31.0 queue is quilt's default layout: ``series`` and ``patches/`` at the 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import SeamError
+from .. import hints
+from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
 from .patch import Patch, parse_file
 
@@ -121,6 +123,14 @@ def read_series(root: Path, queue: Queue = DEFAULT_QUEUE, base: str | None = Non
                 hint=f"remove the second '{name}' line from {path}, then run the command again",
             )
         seen.add(name)
+        listed = root / queue.patches / name
+        if listed.is_symlink():  # written over by refresh, read elsewhere: a queue's file is its own
+            raise RefusedError(
+                f"{listed}: a symlink (to {os.readlink(listed)}), not a patch file: a queue's patches are "
+                "never reached through a symlink (refresh would replace the link, not write its target)",
+                hint=f"put the file itself there (`{hints.shell('cp', '--remove-destination', os.path.realpath(listed), listed)}`), "
+                "then run the command again",
+            )
     return Series(root, names, queue)
 
 

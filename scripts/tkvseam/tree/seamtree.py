@@ -214,20 +214,23 @@ class SeamTree:
 
     # -- is it usable ---------------------------------------------------------------
 
-    def require(self, kind: Kind, base: str, use: str) -> TreeState:
+    def require(self, kind: Kind | None, base: str, use: str, then: str | None = None) -> TreeState:
         """The tree's state when it is usable as a ``kind`` tree of ``base`` for ``use`` (what the
-        caller does with it: "refresh", "the seam tests", "the image"); else RefusedError (exit 5)
-        naming why and the command that makes one:
+        caller does with it: "refresh", "the seam tests", "the image", "the style gate"); else
+        RefusedError (exit 5) naming why and the command that makes one (``then``: the command that
+        does ``use`` on this tree once it is made, hinted after it):
 
         - no tree of the tool's there (nothing, a file, a directory without the tool's state);
         - a port in progress where a queue's commits are needed (``Kind.APPLY`` takes a build tree
-          or a finished port: its commits are a queue's), or a build tree where a port is needed;
+          or a finished port: its commits are a queue's), or a build tree where a port is needed
+          (``kind`` None: any tree of the tool's, a port in progress too: its files are read as
+          they are);
         - a switch an interrupted apply left half done;
         - a tree of another base.
         """
         state = self.load()
         if state is None:
-            raise self._not_made(kind, base)
+            raise self._not_made(kind, base, then)
         if kind == Kind.APPLY and state.port_in_progress:
             where = f"stopped at {state.port.current}" if state.port.current else "not finished"
             raise RefusedError(
@@ -259,7 +262,7 @@ class SeamTree:
             )
         return state
 
-    def _not_made(self, kind: Kind, base: str | None) -> RefusedError:
+    def _not_made(self, kind: Kind | None, base: str | None, then: str | None = None) -> RefusedError:
         what = "nothing is there" if not lexists(self.path) else f"no .git/{STATE}"
         ours = not lexists(self.path) or layout.in_build(self.root, self.path)  # the tool may make one there
         if kind == Kind.PORT:
@@ -272,10 +275,11 @@ class SeamTree:
         elif self.root is None:
             hint = hints.make("apply", BASE=base)
         elif ours:
-            hint = self._rerun("apply", base)
+            hint = f"`{self._rerun('apply', base)}`, then `{then}`" if then else self._rerun("apply", base)
         else:
             hint = f"{hints.aside(self.root, self.path, '')}; the base's own tree: {hints.make('apply', BASE=base)}"
-        return RefusedError(f"{self.path} is not a tree made by tkv-seam apply ({what})", hint=hint)
+        made = "tkv-seam apply" if kind == Kind.APPLY else "tkv-seam apply or port start"
+        return RefusedError(f"{self.path} is not a tree made by {made} ({what})", hint=hint)
 
     def _rerun(self, verb: str, base: str, force: bool = False) -> str:
         """``apply``/``refresh`` of this tree, from its project's root (its own build tree: make)."""

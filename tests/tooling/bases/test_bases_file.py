@@ -6,6 +6,7 @@ type, so every command refuses a bad file with one message (and, under --json, o
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -38,6 +39,18 @@ def test_a_symlinked_queue_directory_is_refused_before_port_writes_through_it(pr
         assert "goes through the symlink" in project.cli(*command, expect=1).stderr, command
     assert list(outside.iterdir()) == []
     assert not (project.root / "build" / f"port-{NEXT}").exists()
+
+
+def test_a_symlinked_series_file_is_to_be_replaced_by_the_file_not_a_directory(project, tmp_path):
+    """The hint said "replace series with a directory" for a linked series file."""
+    make_two_patches(project)
+    shared = tmp_path / "shared-series"
+    os.replace(project.root / "series", shared)
+    (project.root / "series").symlink_to(shared)
+    res = project.cli("bases", expect=1)
+    assert (
+        "goes through the symlink" in res.stderr and "next: replace series with the file itself" in res.stderr
+    )
 
 
 @pytest.mark.parametrize(

@@ -105,6 +105,26 @@ def test_clean_refuses_a_tree_holding_ignored_files_and_an_edited_stage(project)
     assert (project.tree / ".env").exists() and (stage / "manifest.json").read_text() == "{}\n"
 
 
+@pytest.mark.parametrize("held", ["ignored file", "branch of yours"])
+def test_clean_names_no_refresh_for_what_refresh_cannot_keep(project, held):
+    """Refresh keeps commits, not files git ignores nor refs of yours: `make refresh` was the hint,
+    it ran (nothing to export) and clean refused again, a loop. FORCE=1 (a bundle) is the way."""
+    project.apply()
+    if held == "ignored file":
+        (project.tree / ".git" / "info").mkdir(exist_ok=True)
+        (project.tree / ".git" / "info" / "exclude").write_text(".env\n")
+        (project.tree / ".env").write_text("HF_TOKEN=x\n")
+    else:  # a branch holding a commit the seam branch does not
+        project.commit_in_tree("vllm/mine.py", "y = 2\n", message("mine", "my branch"))
+        git.run(project.tree, "branch", "mine")
+        git.run(project.tree, "reset", "-q", "--hard", "HEAD~1")
+    out = json.loads(project.cli("clean", "--json", expect=5).stdout)
+    assert "refresh" not in out["hint"] and out["hint"].startswith("`make clean FORCE=1`"), out["hint"]
+    assert project.refresh().exit_code == 0 and project.cli("clean", expect=5)  # refresh changes nothing
+    out = json.loads(project.cli("clean", "--json", "--force").stdout)
+    assert out["kept"] and not project.tree.exists()
+
+
 def test_clean_removes_a_tree_holding_only_what_the_tool_recorded(project):
     """A branch of the base clone's own and an up-to-date tree hold nothing of yours: they go."""
     project.apply()

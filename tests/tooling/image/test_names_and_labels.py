@@ -24,9 +24,9 @@ from tkvseam.image.build import (
     image_reference,
     parse_reference,
     provenance,
-    push,
     tag_name,
 )
+from tkvseam.image.engine import push
 from tkvseam.image.wheel import plugin_spec
 
 PIN = Plugin("turbo-attn==0.70.1", ("sha256:" + "ab" * 32,))

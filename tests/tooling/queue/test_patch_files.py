@@ -7,7 +7,8 @@ import pytest
 from tkvseam import git
 from tkvseam.tree.commits import commit_series
 from tkvseam.errors import ApplyError
-from tkvseam.queue.patch import PatchFormatError, parse_text, path_problem
+from tkvseam.queue.header import PatchFormatError
+from tkvseam.queue.patch import parse_text, path_problem
 from tkvseam.progress import QUIET
 
 from ..fixtures.queue import message

@@ -78,6 +78,22 @@ def test_a_tree_rebuilt_for_a_new_source_refuses_ignored_files_then_keeps_them(p
     assert json.loads(project.apply("--git", str(upstream.root), "--json").output)["source"] == "git"
 
 
+def test_the_refusal_over_edits_names_the_ignored_files_force_would_drop_too(project):
+    """A tree with edits is rebuilt, so ``--force`` drops its ignored files as well (kept, listed):
+    the refusal named only the edits, and the ignored files first showed in --force's warning."""
+    _with_gitignore(project)
+    tree = project.tree
+    _developer_files(tree)
+    (tree / "notes.txt").write_text("mine\n")
+    err = project.apply(expect=5).stderr
+    assert "?? notes.txt" in err and "!! .env" in err and "!! .venv/" in err and "FORCE=1" in err
+    assert (tree / ".env").exists() and (tree / "notes.txt").exists()
+    res = project.apply("--force", "--json")
+    assert "!! .env" in res.stderr and all(
+        _kept(tree, ref, ".env") for ref in json.loads(res.stdout)["dropped"][-1:]
+    )
+
+
 def test_a_switch_in_place_leaves_ignored_files_where_they_are(project):
     """Guard (it passed before too): same base, clean tree, a patch edited: only changed files move."""
     _with_gitignore(project)

@@ -2,7 +2,8 @@
 
 A symlinked ``build/dropped`` put ``port abort``'s bundle, ``retire``'s copy and ``clean``'s
 bundles outside the project; a symlinked ``.git/tkv-seam-dropped`` of a tree took what a switch set
-aside; ``pin`` replaced a symlinked ``bases.toml`` by a plain file, silently. Each is refused
+aside; ``pin`` replaced a symlinked ``bases.toml`` by a plain file, silently (and refresh a
+symlinked patch file, found this round). Each is refused
 (exit 5) before anything changes; these failed before. ``build/`` itself may be a link (another
 disk): the trees and what is kept of them go there together, as documented (the last test).
 """
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 from tkvseam import git
 
+from ..fixtures.hintcheck import commands
 from ..fixtures.portcase import NEXT, port, port_tree
-from ..fixtures.queue import message
+from ..fixtures.queue import make_one_patch, message
 from ..fixtures.upstream import bases_toml, NAME, NEXT_VERSION
 
 
@@ -90,6 +93,38 @@ def test_pin_refuses_a_symlinked_bases_file_before_downloading(project, tmp_path
     assert "is a symlink" in out["error"] and f"--bases {real}" in out["hint"]
     assert (project.root / "bases.toml").is_symlink() and real.read_bytes() == before
     assert not (project.cache / "sdist").exists()  # nothing was downloaded
+
+
+def test_a_linked_patch_file_is_refused_before_refresh_replaces_the_link(project, tmp_path):
+    """A patch file that is a link (a patch shared with another checkout): refresh replaced the
+    link by a plain file, silently, and the file it named kept the old patch. Refused (exit 5) as a
+    linked queue path is; the hint puts the file itself there and refresh goes on."""
+    make_one_patch(project)
+    patch = project.root / "patches" / "0001-cache-tweak.patch"
+    shared = tmp_path / "shared.patch"
+    os.replace(patch, shared)
+    patch.symlink_to(shared)
+    before = shared.read_bytes()
+    cache = project.tree / "vllm/config/cache.py"
+    cache.write_text(cache.read_text().replace("line 12\n", "line 12 (seam)\n"))
+    git.run(
+        project.tree,
+        "-c",
+        "user.name=Seam Dev",
+        "-c",
+        "user.email=dev@example.invalid",
+        "commit",
+        "-qa",
+        "--amend",
+        "--no-edit",
+    )
+    res = project.refresh(expect=5)
+    assert "a symlink" in res.stderr and patch.is_symlink() and shared.read_bytes() == before
+    fix = commands(res.stderr.split("next: ", 1)[1])[0]
+    subprocess.run(fix, shell=True, check=True, cwd=project.root)
+    assert (
+        "1 changed" in project.refresh().stdout and "(seam)" in patch.read_text() and not patch.is_symlink()
+    )
 
 
 def test_a_linked_build_directory_takes_the_trees_and_what_is_kept_of_them(pproject, tmp_path):

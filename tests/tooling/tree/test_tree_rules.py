@@ -2,8 +2,9 @@
 
 - every ``build/...`` path and tree name is spelled in ``tkvseam/layout.py`` only (checked on the
   source, as test_gateway checks the git gateway);
-- "is this a usable tree of base B" is ``SeamTree.require``: refresh, the seam tests, the image and
-  the stand-in refuse the same trees with the same code (5), the same words and a ``next:``;
+- "is this a usable tree of base B" is ``SeamTree.require``: refresh, the seam tests, the image,
+  the stand-in and the overlay (stage, install) refuse the same trees with the same code (5), the
+  same words and a ``next:`` (stylecheck too, any tree of the tool's: ``edit/test_next_steps.py``);
 - apply and port start rebuild a tree through ``SeamTree.rebuild``: killed right before the swap,
   the old tree is as it was and the next run removes the scratch tree and goes on.
 """
@@ -97,13 +98,15 @@ def _refuse(project, command: str, base: str, tree: Path):
         "refresh": ["refresh"],
         "seamtest": ["seamtest", "full", "--python", sys.executable],
         "image": ["image", "--turbo-attn", ""],
+        "overlay stage": ["overlay", "stage"],
+        "overlay install": ["overlay", "install", "--python", sys.executable],
     }[command]
     res = project.cli(*argv, "--base", base, "--tree", str(tree), "--json", expect=None)
     out = json.loads(res.stdout)
     return res.exit_code, out["error"], out["hint"]
 
 
-COMMANDS = ["refresh", "seamtest", "image", "stand-in"]
+COMMANDS = ["refresh", "seamtest", "image", "stand-in", "overlay stage", "overlay install"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
