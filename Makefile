@@ -5,6 +5,7 @@
 # PATCH=<n|slug> (make bisect: one patch), TKV_SEAM_JOBS=<n> (test processes at once).
 # FRESH=1 (make test and its lanes: run every lane, also those that passed before with the same
 # inputs; .ci/run sets it), JSON=1 (a target that prints a result: exactly one JSON object on stdout).
+# PROVE=0 (make carry: the gate alone, no patch's tests run), PROVE=1 (make port: run them).
 
 # What a user gives is text, never make code: every variable set on the command line, and each
 # variable below this Makefile reads from the environment, becomes its own value as written
@@ -12,7 +13,7 @@
 # exported as it is (make would expand a command-line variable to export it). `$(shell …)`, `$$`,
 # backticks and quotes in them reach the tool unchanged; nothing in them runs.
 user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUDE_NEWER PATCH PLUGIN \
-             VERDICT REASON JSON DIFF PORT_TREE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS \
+             VERDICT REASON JSON DIFF PORT_TREE PROVE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS \
              PYTHON PIP_FIND_LINKS UV_CACHE_DIR BASE_IMAGE STAND_IN TURBO_ATTN PUSH REGISTRY REPOSITORY \
              IMAGE_TAG IMAGE_SOURCE INSTALLER DOCKER_HOST TKV_SEAM_CACHE TKV_SEAM_INDEX_URL \
              TKV_SEAM_LOCK_TIMEOUT HOME FRESH
@@ -120,12 +121,13 @@ carry: export TKV_CARRY_VERSION := $(value VERSION)
 carry: export TKV_CARRY_PLUGIN := $(value PLUGIN)
 carry: export TKV_CARRY_VERDICT := $(value VERDICT)
 carry: export TKV_CARRY_REASON := $(value REASON)
-carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' JSON=1
+carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' PROVE=0 JSON=1
 	@if [ -z "$$TKV_CARRY_VERSION" ]; then echo "usage: make carry VERSION=0.34.0" >&2; exit 2; fi; \
 	set -- carry "$$TKV_CARRY_VERSION"; \
 	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
 	if [ -n "$$TKV_CARRY_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_CARRY_VERDICT"; fi; \
 	if [ -n "$$TKV_CARRY_REASON" ]; then set -- "$$@" --reason "$$TKV_CARRY_REASON"; fi; \
+	$(if $(filter 0 no false,$(PROVE)),set -- "$$@" --no-prove;) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,)
 
@@ -240,7 +242,7 @@ port: export TKV_PORT_REASON := $(value REASON)
 port: export TKV_PORT_VERDICT := $(value VERDICT)
 port: export TKV_PORT_TREE := $(value PORT_TREE)
 port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABORT FINISH,$(if $(value $(v)),$(v)=)))
-port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> JSON=1 FORCE=1
+port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> PROVE=1 JSON=1 FORCE=1
 	@if [ -n "$$TKV_PORT_OLD" ]; then \
 	  echo "make port: $$TKV_PORT_OLD is gone: one verb per run, make port VERB=<$(PORT_VERBS)> TO=<base>" >&2; exit 2; fi; \
 	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) \
@@ -251,6 +253,7 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \
 	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \
 	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
+	$(if $(filter 1 yes true,$(PROVE)),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" --prove;; esac;) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 

@@ -203,7 +203,9 @@ class Runner:
         with self._lock:
             if dest.exists():
                 return dest
-            data = git.archive(self.tree, root.commit, ["tests", "pyproject.toml"])
+            # pyproject.toml: pytest's configuration (every vLLM release has one; a tree without it runs bare)
+            config = ["pyproject.toml"] if git.exists_at(self.tree, root.commit, "pyproject.toml") else []
+            data = git.archive(self.tree, root.commit, ["tests", *config])
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
