@@ -3,6 +3,9 @@
 # FORCE=1 (override a refusal; may drop work), VLLM_GIT=<url-or-path> (git source),
 # VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch), EXCLUDE_NEWER= (make lock-cpu).
 # PATCH=<n|slug> (make bisect: one patch), TKV_SEAM_JOBS=<n> (test processes at once).
+# FRESH=1 (make test and its lanes: run every lane, also those that passed before with the same
+# inputs; .ci/run sets it), JSON=1 (a target that prints a result: exactly one JSON object on stdout).
+# PROVE=0 (make carry: the gate alone, no patch's tests run), PROVE=1 (make port: run them).
 
 # What a user gives is text, never make code: every variable set on the command line, and each
 # variable below this Makefile reads from the environment, becomes its own value as written
@@ -10,10 +13,10 @@
 # exported as it is (make would expand a command-line variable to export it). `$(shell …)`, `$$`,
 # backticks and quotes in them reach the tool unchanged; nothing in them runs.
 user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUDE_NEWER PATCH PLUGIN \
-             VERDICT REASON JSON DIFF PORT_TREE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS \
+             VERDICT REASON JSON DIFF PORT_TREE PROVE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS \
              PYTHON PIP_FIND_LINKS UV_CACHE_DIR BASE_IMAGE STAND_IN TURBO_ATTN PUSH REGISTRY REPOSITORY \
              IMAGE_TAG IMAGE_SOURCE INSTALLER DOCKER_HOST TKV_SEAM_CACHE TKV_SEAM_INDEX_URL \
-             TKV_SEAM_LOCK_TIMEOUT HOME
+             TKV_SEAM_LOCK_TIMEOUT HOME FRESH
 base_origin := $(origin BASE)
 $(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
   $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
@@ -49,8 +52,25 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(call sh,$(PIP_FIND_LINKS)),)
 
 .DEFAULT_GOAL := help
+
+# JSON=1: stdout holds the one JSON object of the target's own command. make echoes no recipe
+# line nor "Entering directory" (make -C), and what a prerequisite prints (apply's summary, a
+# venv's install) goes to stderr ($(to_err) on those recipes).
+ifneq ($(value JSON),)
+.SILENT:
+
+to_err := >&2
+endif
+
+# The lanes make runs itself (tooling, series, image) run through `tkv-seam seamtest lane`: skipped
+# when they passed before with the same inputs (build/passes/; FRESH=1 runs them), what each reads
+# named here. The seam lanes (`seamtest all`) key their own jobs.
+lane = $(call sh,$(TOOL)) seamtest lane
+tooling_reads := scripts tests bench docs README.md Makefile bases.toml pyproject.toml ci .ci .github Dockerfile
+series_reads := tests/series tests/conftest.py tests/__init__.py bases.toml pyproject.toml
+image_reads := tests/image tests/conftest.py tests/__init__.py bases.toml pyproject.toml Dockerfile
 .PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
-        seam-full seam-full-cuda upstream plugin differential bench image standin port drift overlay overlay-restore venv venv-vllm clean \
+        seam-full seam-full-cuda upstream plugin differential bench times image standin port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows lock-cpu seam-table retire carry
 
 # Each target's help: `## <what it does> | <the variables it takes>` (the variables on a line of their own).
@@ -60,9 +80,9 @@ help: ## Show this help
 	@echo "Any target: TKV_SEAM_CACHE=<dir> TKV_SEAM_INDEX_URL=<url> TKV_SEAM_LOCK_TIMEOUT=<s> (also from the environment)"
 
 $(VENV)/.done: pyproject.toml
-	$(call sh,$(PYTHON)) -m venv $(call sh,$(VENV))
-	$(call sh,$(VENV))/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9
-	$(call sh,$(UV)) pip install -q -p $(call sh,$(VENV))/bin/python -e '.[test]'
+	$(call sh,$(PYTHON)) -m venv $(call sh,$(VENV)) $(to_err)
+	$(call sh,$(VENV))/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9 $(to_err)
+	$(call sh,$(UV)) pip install -q -p $(call sh,$(VENV))/bin/python -e '.[test]' $(to_err)
 	touch $(call sh,$@)
 
 venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff | PYTHON=python3.11
@@ -70,8 +90,8 @@ venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff |
 # uv skips the lock's '#' header lines (how it was made, how to remake it).
 $(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
 	rm -rf $(call sh,$(VLLM_VENV))
-	$(call sh,$(UV)) venv -q -p $(call sh,$(PYTHON)) $(call sh,$(VLLM_VENV))
-	$(call sh,$(UV)) pip install -q -p $(call sh,$(VLLM_VENV))/bin/python --no-deps $(FIND_LINKS) -r $(call sh,$(LOCK))
+	$(call sh,$(UV)) venv -q -p $(call sh,$(PYTHON)) $(call sh,$(VLLM_VENV)) $(to_err)
+	$(call sh,$(UV)) pip install -q -p $(call sh,$(VLLM_VENV))/bin/python --no-deps $(FIND_LINKS) -r $(call sh,$(LOCK)) $(to_err)
 	touch $(call sh,$@)
 
 # A base without its lock yet: say which command makes it (instead of make's "No rule to make target").
@@ -101,12 +121,13 @@ carry: export TKV_CARRY_VERSION := $(value VERSION)
 carry: export TKV_CARRY_PLUGIN := $(value PLUGIN)
 carry: export TKV_CARRY_VERDICT := $(value VERDICT)
 carry: export TKV_CARRY_REASON := $(value REASON)
-carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' JSON=1
+carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' PROVE=0 JSON=1
 	@if [ -z "$$TKV_CARRY_VERSION" ]; then echo "usage: make carry VERSION=0.34.0" >&2; exit 2; fi; \
 	set -- carry "$$TKV_CARRY_VERSION"; \
 	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
 	if [ -n "$$TKV_CARRY_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_CARRY_VERDICT"; fi; \
 	if [ -n "$$TKV_CARRY_REASON" ]; then set -- "$$@" --reason "$$TKV_CARRY_REASON"; fi; \
+	$(if $(filter 0 no false,$(PROVE)),set -- "$$@" --no-prove;) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,)
 
@@ -117,7 +138,7 @@ retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dr
 venv-vllm: $(VLLM_VENV)/.done ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch, from ci/lock-cpu-BASE.txt | BASE=<base> PYTHON=python3.11 PIP_FIND_LINKS=<dir>
 
 apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE | BASE=<base> FORCE=1 VLLM_GIT=<url-or-path>
-	$(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG)
+	$(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG) $(to_err)
 
 refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one | BASE=<base> FORCE=1
 	$(call sh,$(TOOL)) refresh --base $(BASE) $(FORCE_FLAG)
@@ -139,7 +160,7 @@ lint-workflows: venv ## The GitHub workflows against GitHub's workflow schema (o
 lint-patches: apply ## The base's style gate (its ruff pin in bases.toml, the tree's pyproject) on every patched .py file | BASE=<base>
 	$(call sh,$(TOOL)) stylecheck --base $(BASE)
 
-test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per carried base (tkv-seam carried, or BASE=) queue lint, seam tests on CPU, image | BASE=<base> TKV_SEAM_JOBS=<n>
+test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests, then per carried base (tkv-seam carried, or BASE=) queue lint, seam tests on CPU, image; a lane that passed with the same inputs says "cached pass" | BASE=<base> TKV_SEAM_JOBS=<n> FRESH=1
 	@bases="$(ONE_BASE)"; [ -n "$$bases" ] || bases=$$($(call sh,$(TOOL)) -q carried) || exit 1; bases=$$(echo $$bases); \
 	[ -n "$$bases" ] || { echo "make test: no carried base (tkv-seam carried)" >&2; exit 1; }; \
 	failed=; for b in $$bases; do \
@@ -151,16 +172,18 @@ test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests
 
 test-base: lint-queue check-refresh test-series test-seam test-image ## One base's checks (BASE): queue lint, refresh round trip, series, seam lanes, image | BASE=<base> TKV_SEAM_JOBS=<n>
 
-test-tooling: venv ## The queue's own tests (synthetic bases, offline)
-	$(call sh,$(VENV))/bin/python -m pytest -q tests/tooling
+test-tooling: venv ## The queue's own tests (synthetic bases, offline); skipped when they passed with the same inputs | FRESH=1
+	$(lane) tooling $(foreach r,$(tooling_reads),--reads $(r)) -- $(call sh,$(VENV))/bin/python -m pytest -q tests/tooling
 
-test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am | BASE=<base>
-	BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q tests/series
+test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am | BASE=<base> FRESH=1
+	$(lane) series --base $(BASE) $(foreach r,$(series_reads),--reads $(r)) -- \
+	  env BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q tests/series
 
-test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both) | BASE=<base> DOCKER_HOST=<socket>
-	BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q -rs tests/image
+test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both) | BASE=<base> DOCKER_HOST=<socket> FRESH=1
+	$(lane) image --base $(BASE) --plugin --env DOCKER_HOST --env TKV_SEAM_REQUIRE_DOCKER \
+	  $(foreach r,$(image_reads),--reads $(r)) -- env BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q -rs tests/image
 
-test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores) | BASE=<base> TKV_SEAM_JOBS=<n>
+test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores; jobs that passed with the same inputs skipped) | BASE=<base> TKV_SEAM_JOBS=<n> FRESH=1
 	$(call sh,$(TOOL)) seamtest all --base $(BASE)
 
 bisect: export TKV_BISECT_PATCH := $(value PATCH)
@@ -191,6 +214,9 @@ overlay: apply venv-vllm ## Install the full series' overlay into .venv-vllm-BAS
 overlay-restore: apply venv-vllm ## Put the pristine BASE files back into .venv-vllm-BASE | BASE=<base>
 	$(call sh,$(TOOL)) overlay restore --base $(BASE)
 
+times: venv ## The lanes' timing record (build/passes/): each lane step's last measured run, with load, cores, date | JSON=1
+	$(call sh,$(TOOL)) seamtest times $(if $(value JSON),--json,)
+
 bench: apply venv-vllm ## Speed: apply cold/warm, bytes fetched; patched vs stock ratios | BASE=<base>
 	$(call sh,$(VENV))/bin/python bench/bench.py --base $(BASE)
 
@@ -216,7 +242,7 @@ port: export TKV_PORT_REASON := $(value REASON)
 port: export TKV_PORT_VERDICT := $(value VERDICT)
 port: export TKV_PORT_TREE := $(value PORT_TREE)
 port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABORT FINISH,$(if $(value $(v)),$(v)=)))
-port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> JSON=1 FORCE=1
+port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> PROVE=1 JSON=1 FORCE=1
 	@if [ -n "$$TKV_PORT_OLD" ]; then \
 	  echo "make port: $$TKV_PORT_OLD is gone: one verb per run, make port VERB=<$(PORT_VERBS)> TO=<base>" >&2; exit 2; fi; \
 	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) \
@@ -227,6 +253,7 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \
 	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \
 	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
+	$(if $(filter 1 yes true,$(PROVE)),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" --prove;; esac;) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 

@@ -226,7 +226,7 @@ def main() -> int:
     hf_home = work / "hf-home"
     build_hf(hf_home, ROOT / "tests" / "data" / "hf-configs")
     python = (ROOT / base.test_venv / "bin" / "python").absolute()
-    runner = Runner(ROOT, tree, python, work, hf_home, base, default_cache_dir(), slots=3)
+    runner = Runner.open(ROOT, tree, python, work, hf_home, base, default_cache_dir(), slots=3)
     # Two hard-linked copies of the base's test venv (build/bench/<base>/venvs/): it stays as it is.
     sides = {"stock": (1, runner.base_commit), "patched": (2, runner.head)}
     for slot, commit in sides.values():

@@ -14,7 +14,7 @@ Exit codes (also in README.md):
       a port in progress, a queue changed since its port started, a tree or a
       queue's patch file given as a symlink); also a tree the command cannot use (``SeamTree.require``: none,
       another base's, a port in progress, half-switched)
-6     lint found problems
+6     lint found problems (also a written queue's lint or style gate: not carried)
 7     Docker engine unreachable or image build failed
 8     network or download failure (also an index answer that is not PEP 691);
       a failing write on this machine (disk full) is 1
@@ -24,7 +24,10 @@ Exit codes (also in README.md):
 11    watch: a vLLM release newer than the carried base exists (not a failure:
       a scheduled job notifies on it)
 12    port stopped, needs you: a patch did not apply onto the new base (resolve
-      and ``port continue``, or ``port skip``); ``port report``: some patch
+      and ``port continue``, or ``port skip``), or it went in but breaks the new
+      base (stop kind ``breaks``: a changed .py does not compile, fails the base's
+      style gate, or the patch's own tests fail at that prefix; fix and stage it,
+      then ``continue`` runs the gate again); ``port report``: some patch
       did not apply
 ====  ==========================================================================
 """

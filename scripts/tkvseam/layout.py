@@ -21,6 +21,8 @@ Under a project's ``build/`` (each entry ``E`` is guarded by the lock file ``.E.
 ``port-report-<to>``        ``port report``'s files (its scratch tree goes by the name too)
 ``dropped/``                what the tool kept of what it dropped; the tool never removes it
 ``seamtest/<base>/``        the seam lanes' work: venv slots, stages, test roots, logs
+``passes/<base>/``          what passed: one record per lane step and key, ``timings.jsonl``
+``passes/project/``         the same for what no base owns (the tooling lane)
 ``bench/<base>/``           ``bench/bench.py``'s work
 ``drift/``                  ``watch --report``
 ``overlay-<base>/``         ``overlay stage``
@@ -71,6 +73,11 @@ def dropped(root: Path) -> Path:
 
 def seamtest_work(root: Path, base: str) -> Path:
     return build(root) / "seamtest" / base
+
+
+def passes(root: Path, base: str | None) -> Path:
+    """``build/passes/<base>/`` (``project/`` for ``None``): the lanes' pass records and timings."""
+    return build(root) / "passes" / (base or "project")
 
 
 def bench_work(root: Path, base: str) -> Path:

@@ -131,6 +131,12 @@ def retire(ctx: Context, base_name, force, as_json):
 @click.option("--no-index", is_flag=True, help="Lock: resolve from the find-links directories only.")
 @click.option("--verdict", default=None, help="Port continue: the Verdict line of the resolved patch.")
 @click.option("--reason", default=None, help="Port continue: the Reason line of the resolved patch.")
+@click.option(
+    "--prove/--no-prove",
+    default=True,
+    show_default=True,
+    help="Port: run each patch's own Tests:/Guard:s at its prefix with the base's test venv (make venv-vllm).",
+)
 @json_option
 @pass_ctx
 def carry(
@@ -143,6 +149,7 @@ def carry(
     no_index,
     verdict,
     reason,
+    prove,
     as_json,
 ):
     """Carry vLLM release VERSION: pin it, write its .seam table and CPU lock, port the queue onto it.
@@ -156,7 +163,16 @@ def carry(
     from ..release.carry import Options
     from ..release.carry import carry as do_carry
 
-    opts = Options(plugin, list(find_links) or None, torch_version, lock_index_url, no_index, verdict, reason)
+    opts = Options(
+        plugin,
+        list(find_links) or None,
+        torch_version,
+        lock_index_url,
+        no_index,
+        verdict,
+        reason,
+        prove=prove,
+    )
     emit(do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress))
 
 

@@ -34,6 +34,7 @@ class Context:
         self.progress = QUIET if quiet else StderrProgress()
         self.as_json = False  # set by --json: the error boundary then prints a JSON object too
         self.printed_json = False  # one JSON object per run: set once one is printed
+        self.fresh = False  # --fresh / FRESH=1: run every lane step, recorded passes or not
 
     def base(self, name: str, hint: str = "make apply BASE={}", avoid: str | None = None):
         """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name."""
@@ -92,6 +93,7 @@ def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
     obj = ctx.find_object(Context)
     if obj is not None and value:
         obj.as_json = True
+        obj.progress = QUIET  # stdout holds the one object; stderr no progress (warnings still)
     return value
 
 

@@ -26,6 +26,13 @@ tree_option = click.option(
 )
 
 
+prove_option = click.option(
+    "--prove",
+    is_flag=True,
+    help="Run each patch's own Tests:/Guard:s at its prefix too, with TO's test venv (make venv-vllm BASE=TO).",
+)
+
+
 @click.group()
 def port():
     """Forward-port a base's queue onto a newer base: a report, or a resumable port like git rebase.
@@ -103,12 +110,13 @@ def port_report(ctx: Context, base_name, to_name, as_json):
 @tree_option
 @force_option
 @json_option
+@prove_option
 @pass_ctx
-def port_start(ctx: Context, base_name, to_name, tree, force, as_json):
+def port_start(ctx: Context, base_name, to_name, tree, force, prove, as_json):
     """Start the port in the port tree; stop (exit 12) at the first patch needing you, else finish."""
     to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "start")
-    emit(_session(ctx, to_name, tree).start(from_base, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree), prove).start(from_base, force))
 
 
 @port.command("continue")
@@ -122,10 +130,11 @@ def port_start(ctx: Context, base_name, to_name, tree, force, as_json):
 @click.option("--reason", default=None, help="The Reason line of the resolved patch (one line).")
 @force_option
 @json_option
+@prove_option
 @pass_ctx
-def port_continue(ctx: Context, to_name, tree, verdict, reason, force, as_json):
+def port_continue(ctx: Context, to_name, tree, verdict, reason, force, prove, as_json):
     """Commit the staged resolution of the stopped patch and go on (after a crash: go on from there)."""
-    emit(_session(ctx, to_name, tree).continue_(verdict, reason, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree), prove).continue_(verdict, reason, force))
 
 
 @port.command("skip")
@@ -135,10 +144,11 @@ def port_continue(ctx: Context, to_name, tree, verdict, reason, force, as_json):
 @click.option("--verdict", type=click.Choice(["obsolete", "dropped"]), default="obsolete", show_default=True)
 @force_option
 @json_option
+@prove_option
 @pass_ctx
-def port_skip(ctx: Context, to_name, tree, reason, verdict, force, as_json):
+def port_skip(ctx: Context, to_name, tree, reason, verdict, force, prove, as_json):
     """Leave the stopped patch out of the new queue (what the tree held of it is kept in a ref)."""
-    emit(_session(ctx, to_name, tree).skip(reason, verdict, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree), prove).skip(reason, verdict, force))
 
 
 @port.command("abort")
@@ -177,6 +187,22 @@ def port_status(ctx: Context, to_name, tree, as_json):
 def port_finish(ctx: Context, to_name, tree, force, as_json):
     """Write the new base's queue and PORT.md from the port tree, lint them (refuses a changed queue)."""
     emit(_session(ctx, to_name, tree).finish(force))
+
+
+def _proving(ctx: Context, session, prove: bool):
+    """``session``, proving each patch with TO's test venv under --prove (without one: said, the gate alone)."""
+    if prove:
+        from ..port.prove import Prover
+
+        python = ctx.venv_python(None, session.to_base.name)
+        if python.exists():
+            session.prove = Prover(python)
+        else:
+            ctx.progress.warn(
+                f"--prove: no test venv {python.parent.parent} (`make venv-vllm BASE={session.to_base.name}` "
+                "builds it); the port goes on with the gate alone"
+            )
+    return session
 
 
 COMMANDS = [port]

@@ -13,8 +13,15 @@ from ..errors import EXIT_TESTS, SeamError
 from .options import Context, base_option, emit, json_option, pass_ctx, python_option, tree_option
 
 
+def _fresh() -> bool:
+    from ..seamtest.passes import fresh_from_env
+
+    return fresh_from_env()
+
+
 def _runner(ctx: Context, base_name, tree, python, slots):
     from ..seamtest.hfcache import build
+    from ..seamtest.passes import PassBook
     from ..seamtest.runner import Runner
 
     python = ctx.venv_python(python, base_name)
@@ -24,7 +31,7 @@ def _runner(ctx: Context, base_name, tree, python, slots):
         )
     work = layout.seamtest_work(ctx.root, base_name)
     hf_home = build(work.parent, ctx.root / "tests" / "data" / "hf-configs")
-    return Runner(
+    return Runner.open(
         ctx.root,
         ctx.tree(tree, base_name),
         python,
@@ -34,6 +41,7 @@ def _runner(ctx: Context, base_name, tree, python, slots):
         ctx.cache,
         ctx.progress,
         slots=slots,
+        passes=PassBook(ctx.root, base_name, fresh=ctx.fresh),
     )
 
 
@@ -48,6 +56,22 @@ def seamtest():
     Every lane's pytest processes run on --jobs venv slots at once (hard-linked
     copies of the test venv); `all` schedules the lanes of `make test` together.
     """
+
+
+def _set_fresh(ctx: click.Context, _param, value: bool) -> bool:
+    ctx.find_object(Context).fresh = bool(value)
+    return value
+
+
+fresh_option = click.option(
+    "--fresh",
+    is_flag=True,
+    default=_fresh,
+    expose_value=False,
+    callback=_set_fresh,
+    show_default="FRESH=1 in the environment",
+    help="Run every job, also those whose inputs passed before (records them anew).",
+)
 
 
 def seamtest_command(name: str):
@@ -69,6 +93,7 @@ def seamtest_command(name: str):
             python_option,
             tree_option,
             base_option,
+            fresh_option,
             seamtest.command(name),
         ):
             fn = deco(fn)
@@ -167,7 +192,7 @@ def seamtest_upstream(ctx: Context, base_name, tree, python, slots, as_json, fil
     """Upstream test files on stock and on the full series: no new failure."""
     from ..seamtest.upstream import UpstreamLane
 
-    lane = UpstreamLane(tuple(files), use_cache=not no_cache)
+    lane = UpstreamLane(tuple(files), use_cache=not (no_cache or ctx.fresh))
     _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), [lane])
 
 
@@ -186,7 +211,8 @@ def seamtest_all(ctx: Context, base_name, tree, python, slots, as_json, no_cache
     from ..seamtest.lanes import DEFAULT, LANES
     from ..seamtest.upstream import UpstreamLane
 
-    lanes = [UpstreamLane(use_cache=not no_cache) if n == "upstream" else LANES[n]() for n in DEFAULT]
+    upstream = UpstreamLane(use_cache=not (no_cache or ctx.fresh))
+    lanes = [upstream if n == "upstream" else LANES[n]() for n in DEFAULT]
     _run_lanes(ctx, _runner(ctx, base_name, tree, python, slots), lanes)
 
 
@@ -199,3 +225,97 @@ def seamtest_differential(ctx: Context, base_name, tree, python, slots, as_json)
 
 
 COMMANDS = [seamtest]
+
+
+@dataclass
+class LaneDone(Answer):
+    """``seamtest lane``: ran (its exit code) or a recorded pass stood in (when it was recorded)."""
+
+    run: object  # seamtest.command_lane.LaneRun
+
+    def lines(self) -> list[str]:
+        return []  # the lane's own line is said on stderr as it happens
+
+    def to_json(self) -> dict:
+        r = self.run
+        return {
+            "ok": r.code == 0,
+            "lane": r.lane,
+            "cached": r.cached_from is not None,
+            "cached_from": r.cached_from,
+            "seconds": r.seconds,
+            "command_exit": r.code,
+        }
+
+    def exit_code(self) -> int:
+        return 0 if self.run.code == 0 else EXIT_TESTS
+
+
+@seamtest.command("lane")
+@click.argument("name")
+@click.option("--reads", "reads", multiple=True, help="A file or directory the command reads (repeatable).")
+@click.option(
+    "--base", "base_name", default=None, help="The base the command checks (its tree, sdist, lock)."
+)
+@click.option(
+    "--env", "env", multiple=True, help="An environment variable whose value the outcome depends on."
+)
+@click.option("--plugin", is_flag=True, help="The command loads the base's plugin pin.")
+@fresh_option
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_ctx
+def seamtest_lane(ctx: Context, name, reads, base_name, env, plugin, as_json, command):
+    """Run COMMAND as lane NAME unless it passed before with the same inputs (FRESH=1: run it).
+
+    `make test` runs its tooling, series and image lanes so: the key digests the tool's source,
+    the --reads files, the command, the interpreter, the --env values and, with --base, the base's
+    sdist, lock and venv and the build tree; a pass is recorded under build/passes/, a failure
+    or a kill records nothing. Exit 9 when the command fails. Give the command after `--`.
+    """
+    from ..bases.pins import load_bases
+    from ..seamtest.command_lane import CommandLane
+    from ..seamtest.passes import PassBook
+
+    load_bases(ctx.bases_file, ctx.root)  # a tkv-seam project, its bases file readable
+    base = ctx.base(base_name) if base_name else None
+    lane = CommandLane(name, ctx.root, list(command), tuple(reads), base, tuple(env), plugin)
+    book = PassBook(ctx.root, base_name, fresh=ctx.fresh)
+    run = lane.run(book, ctx.progress, lambda line: click.echo(line, err=True), quiet_stdout=as_json)
+    emit(LaneDone(run))
+
+
+@dataclass
+class Times(Answer):
+    """The timing record of the lanes (build/passes/*/timings.jsonl): each step's last run."""
+
+    rows: list
+
+    def lines(self) -> list[str]:
+        out = [f"{'step':34} {'base':8} {'seconds':>8}  {'load':>5} {'cores':>5}  when"]
+        for row in self.rows:
+            out.append(
+                f"{row['name']:34} {row.get('base') or '-':8} {row['seconds']:>8.1f}  "
+                f"{row.get('load') or '-':>5} {row.get('cores') or '-':>5}  {row['when']}"
+            )
+        return out or ["no timing recorded yet (make test records one)"]
+
+    def to_json(self) -> dict:
+        return {"timings": self.rows}
+
+
+@seamtest.command("times")
+@json_option
+@pass_ctx
+def seamtest_times(ctx: Context, as_json):
+    """Each lane step's last measured run (not a cached one): seconds, load, cores, date."""
+    from ..bases.pins import load_bases
+    from ..seamtest.passes import read_timings
+
+    known = load_bases(ctx.bases_file, ctx.root)
+    last: dict = {}
+    for path in [layout.passes(ctx.root, name) / "timings.jsonl" for name in [None, *known]]:
+        for row in read_timings(path):
+            if not row.get("cached"):
+                last[(row.get("base"), row["name"])] = row
+    emit(Times([last[k] for k in sorted(last, key=lambda k: (k[0] or "", k[1]))]))

@@ -127,9 +127,11 @@ def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None
     exe = _gate_ruff(base, cache, ruff)
     problems = []
     # --force-exclude: honour the tree's exclude lists for explicitly named files, as vLLM's pre-commit does.
+    # concise + --quiet: one line per problem (no code frames, no "Found N errors" summary), so that
+    # the number of lines is the number of problems.
     for args in (
-        ["check", "--force-exclude", "--no-cache"],
-        ["format", "--check", "--force-exclude", "--no-cache"],
+        ["check", "--output-format", "concise", "--quiet", "--force-exclude", "--no-cache"],
+        ["format", "--check", "--quiet", "--force-exclude", "--no-cache"],
     ):
         proc = subprocess.run([exe, *args, *files], cwd=tree, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -137,6 +139,16 @@ def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None
                 f"ruff {args[0]}: {line}" for line in (proc.stdout + proc.stderr).splitlines() if line.strip()
             ]
     return problems
+
+
+def gate_ruff(base: Base, cache: Path, explicit: str | None = None) -> str:
+    """The ruff executable of ``base``'s style gate (SeamError when bases.toml pins none)."""
+    return _gate_ruff(base, cache, explicit)
+
+
+def file_problems(exe: str, tree: Path, path: str, data: bytes) -> list[str]:
+    """The gate on one file's content (``data``, checked under ``path`` in ``tree``), one line a problem."""
+    return _blob_problems(exe, tree, path, data)
 
 
 def _blob_problems(exe: str, tree: Path, path: str, data: bytes) -> list[str]:

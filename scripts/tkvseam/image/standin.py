@@ -36,7 +36,7 @@ from .names import STAND_IN_LABEL, default_tag, parse_reference
 from .engine import engine_errors
 from ..tree.seamtree import SeamTree
 from ..tree.state import Kind
-from ..progress import QUIET, Progress
+from ..progress import QUIET, Progress, run_with_heartbeat
 
 INSTALLER_LABEL = "io.tkv-seam.stand-in.installer"
 SITE = "usr/local/lib/python3.12/dist-packages"  # the official image's site-packages
@@ -95,7 +95,10 @@ def rootfs(cache: Path, mirror: str | None = None, progress: Progress = QUIET) -
         cmd = ["debootstrap", "--variant=minbase", "--include=python3", SUITE, str(work / "fs")]
         if mirror:
             cmd.append(mirror)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        # 1-3 min with nothing to show: a heartbeat line every 10 s says it still runs
+        proc = run_with_heartbeat(
+            progress, f"debootstrap {SUITE}", lambda: subprocess.run(cmd, capture_output=True, text=True)
+        )
         if proc.returncode != 0:
             raise SeamError(
                 f"debootstrap failed: {proc.stdout[-2000:]}{proc.stderr[-2000:]}",

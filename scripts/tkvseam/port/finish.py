@@ -10,14 +10,14 @@ one (no refusal of its own half-written queue), and what it replaced is listed f
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from .. import hints
 from ..answer import Answer, plain
 from ..bases.pins import Base
-from ..errors import EXIT_LINT, RefusedError, SeamError
+from ..errors import EXIT_LINT, RefusedError
 from ..progress import Progress
 from ..tree.seamtree import SeamTree
 from ..edit.refresh import (
@@ -33,10 +33,10 @@ from ..edit.refresh import (
     write_queue,
 )
 from ..fsutil import atomic_write
-from ..queue.lint import lint
 from ..queue.series import Queue
 from ..tree.state import DoneStatus, PortProgress, TreeState
-from ..edit.stylecheck import stylecheck
+from .ending import lint_and_style
+from .gate import by_themselves_lines, patches_by_themselves
 from .render import WHY, port_md, status_json
 
 
@@ -68,16 +68,28 @@ class Finished(Answer):
     exported: list[Exported]
     problems: list[str]
     backup: Path | None = None  # the queue files finish replaced, as they were
+    by_themselves: list[dict] = field(default_factory=list)  # went in without a human: re-read them
 
     def lines(self) -> list[str]:
         skipped = [d for d in self.state.port.done if d.status == DoneStatus.SKIPPED]
         written = sum(e.status != ExportStatus.REMOVED for e in self.exported)
-        return [e.line(self.queue.patches) for e in self.exported] + [
-            f"port -> {self.state.base} finished: {written} patches in {self.queue.series}, "
-            f"{len(skipped)} skipped (see {self.queue.patches}/PORT.md); "
-            + ("lint + style gate: ok" if not self.problems else f"{len(self.problems)} problem(s)")
-            + (f"; the files it replaced are in {self.backup}" if self.backup else "")
-        ]
+        base = self.state.base
+        return (
+            [e.line(self.queue.patches) for e in self.exported]
+            + by_themselves_lines(self.by_themselves)
+            + [
+                f"port -> {base} finished: {written} patches in {self.queue.series}, "
+                f"{len(skipped)} skipped (see {self.queue.patches}/PORT.md); "
+                + (
+                    "lint + style gate: ok"
+                    if not self.problems
+                    else f"NOT ready: {len(self.problems)} lint/style problem(s) (listed above); fix them in "
+                    f"build/vllm-{base} (`make apply BASE={base}`, amend the patch's commit, "
+                    f"`make refresh BASE={base}`), then `make lint-patches BASE={base}`"
+                )
+                + (f"; the files it replaced are in {self.backup}" if self.backup else "")
+            ]
+        )
 
     def notes(self) -> list[str]:
         return list(self.problems)
@@ -88,6 +100,8 @@ class Finished(Answer):
             "exported": [plain(e) for e in self.exported],
             "problems": self.problems,
             "backup": str(self.backup) if self.backup else None,
+            "by_themselves": self.by_themselves,
+            "ok": not self.problems,
         }
 
     def exit_code(self) -> int:
@@ -141,12 +155,9 @@ def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finishe
     p.finished, p.finishing = True, None
     p.queue_digest = queue_digest(session.root, queue)
     session.save(state)
-    problems = [f"lint: {prob}" for prob in lint(session.root, queue)]
-    try:
-        problems += stylecheck(session.root, session.path, session.to_base, session.cache)
-    except SeamError as e:
-        problems.append(f"stylecheck: {e.message}")
-    return Finished(session.path, queue, state, exported, problems, backup)
+    problems = lint_and_style(session.root, session.path, session.to_base, session.cache)
+    by_themselves = patches_by_themselves(session.path, state)
+    return Finished(session.path, queue, state, exported, problems, backup, by_themselves)
 
 
 def check_queue(session: PortContext, p: PortProgress, force: bool) -> None:

@@ -21,6 +21,7 @@ class PatchStatus(StrEnum):
     BLOCKED = "blocked"  # a Depends-on patch did not apply
     OBSOLETE = "likely obsolete"
     SKIPPED = "skipped"  # the port left it out (``port skip``): never a report's finding
+    BREAKS = "breaks"  # it went in, but fails the gate (or its own tests) on the new base (port/gate.py)
 
 
 APPLIED = (PatchStatus.EXACT, PatchStatus.THREE_WAY)
@@ -122,6 +123,7 @@ class PatchReport:
     verdict: str = ""  # draft, for the verdict table
     reason: str = ""
     remove_when: str = ""  # the header's removal condition (Remove-when), if any
+    problems: list[str] = field(default_factory=list)  # a breaks stop's: file:line rule message, test ids
 
     @property
     def applied(self) -> bool:

@@ -37,6 +37,7 @@ from ..tree.kept import kept_root
 from ..queue.series import read_series
 from ..tree.state import DoneStatus, Kind, PortProgress, TreeState
 from .finish import Finished, finish_queue
+from .gate import check_patch
 from .journal import PORT_MSG, PortJournal
 from .model import APPLIED, PatchReport, PatchStatus
 from .render import WHY, git_c, stop_hint, stop_message
@@ -95,6 +96,7 @@ class PortSession:
         self.path = self.journal.path
         self.cache = cache or default_cache_dir()
         self.progress = progress
+        self.prove = None  # a prove.Prover: each patch's own tests run at its prefix (gate.check_patch)
         self.seam = self.journal.seam
         self.tree = PortTree(self.path)
 
@@ -197,6 +199,7 @@ class PortSession:
             if reason:
                 message = set_trailer(message, "Reason", reason)
             self._check_message(patch, message, msg)
+            check_patch(self, state, patch, None, message)  # a resolution that breaks the base stops again
             self.journal.begin(state, patch, DoneStatus.RESOLVED)
             commit = git.commit_index(self.path, message, git.Person.parse(patch.header.author))
             self.journal.record(state, patch, DoneStatus.RESOLVED, commit, message)
@@ -354,6 +357,7 @@ class PortSession:
             if r.own in APPLIED and r.status != PatchStatus.OBSOLETE:
                 # a patch blocked by a skipped dependency that still applies goes in; noted
                 status = DoneStatus(str(r.own))
+                check_patch(self, state, patch, r)  # stops (breaks) when it fails the gate on the new base
                 self.journal.begin(state, patch, status, r.note)
                 commit = git.commit(self.path, patch.header.message, patch.header.author)
                 self.journal.record(state, patch, status, commit, note=r.note)

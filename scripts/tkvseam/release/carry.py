@@ -65,18 +65,43 @@ class CarryResult(Answer):
     exported: list[Exported] = field(default_factory=list)  # the new queue's files
     problems: list[str] = field(default_factory=list)  # lint and style gate of the new queue
     backup: str | None = None  # where the port's finish kept queue files it replaced
+    by_themselves: list[dict] = field(
+        default_factory=list
+    )  # went in without a human: name, how, gate, proven
 
     def lines(self) -> list[str]:
+        from ..port.gate import by_themselves_lines
+
+        listed = by_themselves_lines(self.by_themselves) if self.by_themselves or self.source else []
         return (
             [f"  {step.line()}" for step in self.steps]
             + [f"  {e.label:9} {e.name}" for e in self.exported]
-            + [
+            + listed
+            + [self._end()]
+        )
+
+    def _end(self) -> str:
+        """ "carried" only with no problem; else NOT carried, the problems counted, and what fixes them."""
+        backup = f"; the queue files it replaced are in {self.backup}" if self.backup else ""
+        if not self.problems:
+            return (
                 f"{self.base}: carried"
                 + (f" (ported from {self.source})" if self.source else "")
-                + (f"; {len(self.problems)} lint/style problem(s) in its queue" if self.problems else "")
-                + (f"; the queue files it replaced are in {self.backup}" if self.backup else "")
+                + backup
                 + f"; next: make test BASE={self.base}"
-            ]
+            )
+        again = hints.make("carry", VERSION=self.base.removeprefix("v"))
+        if all(p.startswith("stylecheck: not run") for p in self.problems):
+            fix = f"`{hints.make('lint-patches', BASE=self.base)}`, then `{again}` again"
+        else:
+            fix = (
+                f"fix them in build/vllm-{self.base} (`{hints.make('apply', BASE=self.base)}`, amend the "
+                f"patch's commit, `{hints.make('refresh', BASE=self.base)}`), then `{again}` again "
+                "(it checks the queue again)"
+            )
+        return (
+            f"{self.base}: NOT carried: its queue is written but has {len(self.problems)} lint/style "
+            f"problem(s) (listed above){backup}; next: {fix}"
         )
 
     def notes(self) -> list[str]:
@@ -98,6 +123,7 @@ class Options:
     verdict: str | None = None  # port continue
     reason: str | None = None
     index_url: str | None = None  # the Simple API of pin (TKV_SEAM_INDEX_URL)
+    prove: bool = True  # port: run each patch's own tests at its prefix (with the base's test venv)
 
 
 def _pinned(bases: dict[str, Base], version: Version) -> Base | None:
@@ -142,8 +168,17 @@ def carry(
         steps.append(Step("pin", "pinned", f"{base.name} is in {bases_file.name} already"))
     session = _Port(root, bases_file, base, cache, progress)
     if _queue_exists(root, base) and not session.in_progress():
-        steps.append(Step("port", "carried", f"{base.queue.series} exists"))
-        return CarryResult(base.name, "", True, steps)
+        _refuse_another_plugin(base, opts, bases_file)
+        from ..port.ending import queue_problems  # said again on every run until fixed
+
+        problems, where = queue_problems(root, base, cache)
+        checked = f"; lint + style gate in {where}" if where else "; lint"
+        steps.append(
+            Step("port", "carried" if not problems else "written", f"{base.queue.series} exists{checked}")
+        )
+        return CarryResult(
+            base.name, "", not problems, steps, problems=problems, by_themselves=session.by_themselves()
+        )
     if (opts.verdict or opts.reason) and not session.in_progress():
         raise UsageError(
             "--verdict/--reason are for a port stopped at a patch; none is in progress for " + base.name,
@@ -159,8 +194,14 @@ def carry(
     result = CarryResult(base.name, source.name, steps=steps)
     for step in (_seam_table, _lock):
         result.steps.append(step(root, bases_file, bases, base, source, cache, opts, progress))
+        bases = load_bases(bases_file, root)  # what the step wrote (the .seam table: the gate's ruff)
+        base = bases[base.name]
+    session = _Port(root, bases_file, base, cache, progress)
     for s in result.steps:
         progress.step(f"carry {base.name}: {s.line()}")
+    if opts.prove:
+        session.session.prove, proving = _prover(root, base, progress)
+        result.steps.append(proving)
     try:
         if session.in_progress():
             done = session.continue_(opts.verdict, opts.reason)
@@ -169,15 +210,69 @@ def carry(
             done = session.start(source)
             result.steps.append(Step("port", "started", f"from {source.name}'s queue"))
     except PortStopped as e:
-        raise PortStopped(e.message, hint=_stop_hint(session.tree, base)) from e
-    result.carried = True
+        raise _restop(e, session, base, result.steps) from e
+    result.carried = not done.problems
     result.exported = done.exported
     result.problems = done.problems
+    result.by_themselves = done.by_themselves
     result.backup = str(done.backup) if done.backup else None
     result.steps.append(
         Step("port", "finished", f"{len(done.exported)} patch file(s) in {base.queue.patches}/")
     )
     return result
+
+
+def _restop(e: PortStopped, session: _Port, base: Base, steps: list[Step]) -> PortStopped:
+    """The port's stop, with the next command of a carry (``make carry`` again continues it), and
+    why the patches' tests did not run, when they did not."""
+    from ..port.gate import PatchBreaks, breaks_hint
+
+    message = e.message + "".join(
+        f"\n  ({s.line()})" for s in steps if s.step == "prove" and s.status == "off"
+    )
+    if isinstance(e, PatchBreaks):
+        msg = session.tree / ".git" / "tkv-seam-port-msg"
+        hint = breaks_hint(session.session, msg, again=hints.make("carry", VERSION=base.version))
+        return PatchBreaks(message, hint, e.patch, e.problems)
+    return PortStopped(message, hint=_stop_hint(session.tree, base))
+
+
+def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
+    """--plugin given when the .seam table pins another plugin: refused (exit 2), never dropped."""
+    pinned = base.seam.plugin.requirement if base.seam.plugin else None
+    if opts.plugin and seamtable.has_table(base.seam) and opts.plugin != pinned:
+        raise UsageError(
+            f"--plugin {opts.plugin}: [{base.name!r}.seam] in {bases_file.name} already pins plugin "
+            f"{pinned or '(none)'}; carry keeps the table it finds and would not use {opts.plugin}",
+            hint=f"make seam-table BASE={base.name} PLUGIN='{opts.plugin}' FORCE=1   (rewrites the table), "
+            f"then make carry VERSION={base.version}; or drop PLUGIN= to carry with {pinned}",
+        )
+
+
+def _prover(root: Path, base: Base, progress: Progress):
+    """(the base's test venv for proving, the step saying so): ``make venv-vllm BASE=…`` from its
+    lock when the project has the Makefile; (None, step "off" saying why) when it cannot be had:
+    the port goes on with the gate alone."""
+    import os
+    import subprocess
+
+    from ..port.prove import Prover
+
+    python = root / base.test_venv / "bin" / "python"
+    make = hints.make("venv-vllm", BASE=base.name)
+    if (root / "Makefile").is_file():
+        progress.step(f"carry {base.name}: test venv {base.test_venv} (`{make}`, from {base.cpu_lock})")
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+        cmd = ["make", "--no-print-directory", "-C", str(root), "venv-vllm", f"BASE={base.name}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            why = f"`{make}` failed (exit {proc.returncode}: {last})"
+            return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")
+    if not python.exists():
+        why = f"no test venv {base.test_venv} (`{make}` builds it from {base.cpu_lock})"
+        return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")
+    return Prover(python), Step("prove", "on", f"each patch's Tests:/Guard:s with {base.test_venv}")
 
 
 def _stop_hint(tree: Path, base: Base) -> str:
@@ -191,6 +286,7 @@ def _stop_hint(tree: Path, base: Base) -> str:
 
 
 def _seam_table(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
+    _refuse_another_plugin(base, opts, bases_file)
     if seamtable.has_table(base.seam):
         return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
     table = seamtable.derive(root, bases, base, cache, source.name, opts.plugin, progress=progress)
@@ -244,3 +340,10 @@ class _Port:
 
     def continue_(self, verdict: str | None, reason: str | None) -> Finished:
         return self.session.continue_(verdict, reason)
+
+    def by_themselves(self) -> list[dict]:
+        """The patches of the finished port that went in without a human ([] when no port tree)."""
+        from ..port.gate import patches_by_themselves
+
+        state = self.session.seam.load()
+        return patches_by_themselves(self.tree, state) if state is not None and state.port else []

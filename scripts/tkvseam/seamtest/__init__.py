@@ -13,6 +13,10 @@ One module per job:
 - ``plugin``    the real client (turbo-attn) breaks stock and works patched
 - ``differential`` patched vs pristine modules on random inputs (tests/differential)
 - ``lanes``     the lane registry: add a lane there
+- ``passes``    what passed: one record per lane step and key (``build/passes/``), skipped next
+                time; the timing record the docs' figures come from
+- ``keys``      the digests a pass is keyed by (tool source, files, interpreter, base inputs)
+- ``command_lane`` a lane that is one command (make's tooling, series, image lanes)
 
 Kept free of imports: ``outcomes`` is loaded into the vLLM venv's pytest, where
 only the standard library is available.

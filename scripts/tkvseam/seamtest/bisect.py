@@ -23,6 +23,8 @@ from pathlib import PurePosixPath
 from .. import git
 from ..edit.stylecheck import prefix_problems
 from .outcomes import FAILED, PASSED, fold
+from . import keys
+from .passes import digest
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
 NEXT_SUFFIX = "__next"
@@ -99,6 +101,8 @@ class BisectLane:
         self._style_patch: int | None = None  # the patch that made the first of them
         # Probe -> (job label, {requested node id -> node id in that job's root})
         self._probes: dict[Probe, tuple[str, dict[str, str]]] = {}
+        self._static: dict[int, str] = {}  # prefix -> key of its compile + style checks, run now
+        self.static_cached: list[int] = []  # prefixes whose checks passed before with the same key
 
     def _nodes(self, r: Runner, k: int) -> list[str]:
         if not 1 <= k <= len(r.patches) or (self.only is not None and k not in self.only):
@@ -106,16 +110,34 @@ class BisectLane:
         h = r.patches[k - 1].header
         return list(dict.fromkeys(h.tests + h.guards))
 
+    def _static_key(self, r: Runner, j: int, touched: list[str]) -> str:
+        """What prefix j's compile and style checks read: the tree at j, the files patches 1..j
+        touch, the base's ruff pin, the tool."""
+        tree_id = git.rev_parse(r.tree, f"{r.chain[j]}^{{tree}}")
+        return digest(
+            {"tool": keys.tool_source(), "tree": tree_id, "touched": touched, "ruff": r.base.seam.ruff}
+        )
+
     def jobs(self, r: Runner) -> list[Job]:
         chain = r.chain
         touched: list[str] = []
+        style_at = set(range(1, len(chain))) if self.only is None else set(self.only)
         for j in range(1, len(chain)):
             touched += [fc.path for fc in r.patches[j - 1].files]
-            if self.only is None or j in self.only or j + 1 in self.only:
-                self.problems += [
-                    f"prefix {j}: {e}" for e in compile_errors(r.tree, chain[j], sorted(set(touched)))
-                ]
-        style = prefix_problems(r.tree, chain, r.patches, r.base, r.cache, self.only)
+            paths = sorted(set(touched))
+            compiles = self.only is None or j in self.only or j + 1 in self.only
+            if not (compiles or j in style_at):
+                continue
+            if r.passes is not None:
+                key = self._static_key(r, j, paths)
+                if r.passes.lookup(f"bisect-checks-at-{j:02d}", key):
+                    self.static_cached.append(j)
+                    style_at.discard(j)
+                    continue
+                self._static[j] = key
+            if compiles:
+                self.problems += [f"prefix {j}: {e}" for e in compile_errors(r.tree, chain[j], paths)]
+        style = prefix_problems(r.tree, chain, r.patches, r.base, r.cache, style_at)
         self.style = [message for _, message in style]
         self._style_patch = style[0][0] if style else None
         jobs = []
@@ -183,6 +205,30 @@ class BisectLane:
             plugins=VLLM_TESTS_PLUGINS,
         )
 
+    def passed(self, r: Runner, done: Mapping[str, JobResult]) -> set[str]:
+        """The jobs (prefixes) that passed on their own: each Tests node of the patch at k passed,
+        of the patch k+1 failed; each Guard passed at k. A step's record is its own, so a change
+        to patch k re-runs steps k-1 and on only. The compile and style checks of each prefix
+        checked now are recorded too, when none of them found a problem."""
+        good: dict[str, bool] = {}
+        for probe, (label, mapping) in self._probes.items():
+            h = r.patches[probe.patch - 1].header
+            rows = done[label].rows if label in done else None
+            ok = rows is not None
+            for node, local in mapping.items():
+                if not ok:
+                    break
+                got = fold(rows, local)
+                if probe.before:
+                    ok = node not in h.tests or got == FAILED
+                else:
+                    ok = got == PASSED
+            good[label] = good.get(label, True) and ok
+        if r.passes is not None and not self.problems and not self.style:
+            for j, key in self._static.items():
+                r.passes.record(f"bisect-checks-at-{j:02d}", key, 0.0)
+        return {label for label, ok in good.items() if ok}
+
     def outcome(self, done: Mapping[str, JobResult], probe: Probe, node: str) -> str:
         if probe not in self._probes:
             return "not run"
@@ -217,6 +263,11 @@ class BisectLane:
                 f"style: next: fix patch {self._style_patch:04d} in {tree} (git commit --fixup), "
                 f"make refresh BASE={r.base.name}, then make bisect BASE={r.base.name} "
                 f"PATCH={self._style_patch:04d}"
+            )
+        if self.static_cached:
+            lines.append(
+                f"compile, style: prefixes {', '.join(map(str, self.static_cached))} passed before "
+                "with the same inputs (cached)"
             )
         lines.append(f"bisect: {len(rows) - len(bad)} passed, {len(bad)} failed")
         ok = not bad and not self.problems and not self.style

@@ -37,17 +37,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .. import git, hints
+from .. import git, hints, layout
 from ..bases.pins import Base
 from ..errors import SeamError
 from ..overlay.stage import install_into_venv, stage
 from ..queue.footprint import overlay_paths
 from ..queue.patch import Patch
-from ..progress import QUIET, Progress
+from ..progress import QUIET, Progress, eta, heartbeat, took
 from ..queue.series import read_series
 from ..tree.seamtree import SeamTree
 from ..tree.state import Kind
+from . import keys
 from .outcomes import read_rows
+from .passes import PassBook, digest
 
 OUTCOMES_PLUGIN = "tkvseam.seamtest.outcomes"
 #: What every job running under vLLM's own ``tests/conftest.py`` loads: its global cleanup
@@ -84,6 +86,7 @@ class JobResult:
     summary: str  # pytest's last line
     log: Path
     slot: int
+    cached: str | None = None  # a recorded pass stood in for the run: when it was recorded
 
 
 @dataclass
@@ -107,6 +110,9 @@ class Lane(Protocol):
 
 @dataclass
 class Runner:
+    """The lanes' runner on one base's build tree. ``Runner.open`` reads the series and the
+    tree's commits (what the CLI does); the constructor takes them as given (tests, tools)."""
+
     root: Path  # project root
     tree: Path  # build tree
     python: Path  # the vLLM test venv's python (slot 0)
@@ -118,23 +124,32 @@ class Runner:
     timeout: int = 900
     slots: int = 2
     bytecode: bool = True  # let test processes write .pyc into the slot venvs
+    patches: list[Patch] = field(default_factory=list)
+    base_commit: str = ""
+    commits: list[str] = field(default_factory=list)
+    passes: PassBook | None = None  # what passed (None: nothing remembered, every job runs)
+    overlay: list[str] | None = None  # the vllm/ files staged into a slot (None: the patches' own)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _installed: dict[int, str] = field(default_factory=dict, repr=False)
+    _keys: dict[str, str] = field(default_factory=dict, repr=False)  # job label -> key at its start
 
     # -- the series -----------------------------------------------------------
 
-    def __post_init__(self) -> None:
-        state = SeamTree(self.tree, self.root).require(Kind.APPLY, self.base.name, "the seam tests")
-        self.patches: list[Patch] = read_series(self.root, self.base.queue, self.base.name).load()
-        self.paths = overlay_paths(self.patches)
-        again = hints.rerun("apply", self.root, self.base.name, self.tree)
-        self.commits = git.commits_after(self.tree, state.base_commit)
-        self.base_commit = state.base_commit
-        if len(self.commits) != len(self.patches):
-            raise SeamError(
-                f"{self.tree} has {len(self.commits)} commits for {len(self.patches)} patches",
-                hint=again,
-            )
+    @classmethod
+    def open(cls, root: Path, tree: Path, *args, **kw) -> Runner:
+        """A runner on the build tree ``tree``: its series and commits read and checked."""
+        base = args[3] if len(args) > 3 else kw["base"]
+        state = SeamTree(tree, root).require(Kind.APPLY, base.name, "the seam tests")
+        patches = read_series(root, base.queue, base.name).load()
+        again = hints.rerun("apply", root, base.name, tree)
+        commits = git.commits_after(tree, state.base_commit)
+        if len(commits) != len(patches):
+            raise SeamError(f"{tree} has {len(commits)} commits for {len(patches)} patches", hint=again)
+        return cls(root, tree, *args, patches=patches, base_commit=state.base_commit, commits=commits, **kw)
+
+    @property
+    def paths(self) -> list[str]:
+        return overlay_paths(self.patches) if self.overlay is None else self.overlay
 
     @property
     def chain(self) -> list[str]:
@@ -189,7 +204,9 @@ class Runner:
         with self._lock:
             if dest.exists():
                 return dest
-            data = git.archive(self.tree, root.commit, ["tests", "pyproject.toml"])
+            # pyproject.toml: pytest's configuration (every vLLM release has one; a tree without it runs bare)
+            config = ["pyproject.toml"] if git.exists_at(self.tree, root.commit, "pyproject.toml") else []
+            data = git.archive(self.tree, root.commit, ["tests", *config])
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -272,10 +289,60 @@ class Runner:
         self.progress.step(f"[slot {slot}] {job.label}: {summary} ({seconds:.0f} s, log {log})")
         return JobResult(job, rows, seconds, summary, log, slot)
 
+    # -- what a job reads ----------------------------------------------------------
+
+    def _tree_id(self, commit: str) -> str:
+        return git.rev_parse(self.tree, f"{commit}^{{tree}}")
+
+    def job_key(self, job: Job) -> str:
+        """A digest of everything ``job`` reads: the tool, the venv (base, lock, interpreter) with
+        the overlay of ``job.commit`` (its tree id), the test files it runs, its options."""
+        env = dict(job.env)
+        if job.root.commit is None:  # the project's own tests: their directories and conftests
+            dirs = {"/".join(t.split("::", 1)[0].split("/")[:2]) for t in job.targets}
+            tests = keys.files(self.root, [*dirs, "tests/conftest.py", "tests/__init__.py", "pyproject.toml"])
+        else:
+            tests = self._tree_id(job.root.commit)
+        parts = {
+            "tool": keys.tool_source(),
+            "base": keys.base_inputs(self.root, self.base),
+            "interpreter": keys.interpreter(self.python),
+            "pristine": self._tree_id(self.base_commit),
+            "overlay": self._tree_id(job.commit),
+            "tests": tests,
+            "extra": [(d, git.rev_parse(self.tree, f"{c}:{p}")) for d, c, p in job.root.extra],
+            "targets": list(job.targets),
+            "env": sorted((k, v) for k, v in env.items()),
+            "plugins": list(job.plugins),
+            "timeout": self.timeout,
+            "hf_home": self.hf_home.name,
+        }
+        plugins_dir = str(layout.plugin_dir(self.root))
+        if any(plugins_dir in (v or "") for v in env.values()):  # the job loads the plugin pin
+            parts["plugin_pin"] = self.base.seam.plugin.requirements_txt()
+        return digest(parts)
+
+    def _recorded(self, job: Job, key: str) -> JobResult | None:
+        rec = self.passes.lookup(job.label, key) if self.passes else None
+        if rec is None:
+            return None
+        log = self.passes._file(job.label, key)
+        d = rec.data
+        return JobResult(job, d.get("rows", {}), rec.seconds, d.get("summary", ""), log, -1, rec.when)
+
+    def record(self, result: JobResult) -> None:
+        """Record that ``result``'s job passed (its lane said so); a cached one is not re-recorded."""
+        if self.passes is None or result.cached:
+            return
+        data = {"rows": result.rows, "summary": result.summary}
+        key = self._keys.get(result.job.label) or self.job_key(result.job)
+        self.passes.record(result.job.label, key, result.seconds, data)
+
     # -- many jobs ----------------------------------------------------------------
 
     def run(self, jobs: list[Job]) -> dict[str, JobResult]:
-        """Run ``jobs`` on up to ``slots`` slots, longest first; then slot 0 holds the full series."""
+        """Run ``jobs`` on up to ``slots`` slots, longest first; then slot 0 holds the full series.
+        A job whose key has a recorded pass is not run: its recorded outcomes stand in."""
         labels = [j.label for j in jobs]
         if len(set(labels)) != len(labels):
             raise SeamError(f"duplicate job labels: {sorted(lb for lb in labels if labels.count(lb) > 1)}")
@@ -284,11 +351,29 @@ class Runner:
             known = json.loads(times_file.read_text())
         except (OSError, ValueError):
             known = {}
-        todo: queue.Queue[Job] = queue.Queue()
-        for job in sorted(jobs, key=lambda j: -known.get(j.label, j.estimate)):
-            todo.put(job)
         done: dict[str, JobResult] = {}
+        to_run = []
+        for job in jobs:
+            cached = None
+            if self.passes is not None:
+                self._keys[job.label] = key = self.job_key(job)
+                cached = self._recorded(job, key)
+            if cached is None:
+                to_run.append(job)
+            else:
+                done[job.label] = cached
+        if done:
+            self.progress.step(
+                f"{len(done)} of {len(jobs)} jobs passed before with the same inputs: cached "
+                f"(FRESH=1 runs them)"
+            )
+        todo: queue.Queue[Job] = queue.Queue()
+        for job in sorted(to_run, key=lambda j: -known.get(j.label, j.estimate)):
+            todo.put(job)
         errors: list[BaseException] = []
+        total = len(to_run)
+        running: dict[str, tuple[float, float]] = {}  # label -> (start, estimate)
+        counter = iter(range(1, total + 1))
 
         def worker(slot: int) -> None:
             while not errors:
@@ -296,33 +381,92 @@ class Runner:
                     job = todo.get_nowait()
                 except queue.Empty:
                     return
+                estimate = known.get(job.label, job.estimate)
+                with self._lock:
+                    k = next(counter)
+                    running[job.label] = (time.monotonic(), estimate)
+                said = "last took" if job.label in known else "estimate"
+                self.progress.step(f"{k}/{total} {job.label} [slot {slot}] ({said} ~{took(estimate)})")
                 try:
                     result = self.run_job(job, slot)
                 except BaseException as e:  # reported after the other slots finish their job
                     errors.append(e)
                     return
+                finally:
+                    with self._lock:
+                        running.pop(job.label, None)
                 with self._lock:
                     done[job.label] = result
 
-        n = max(1, min(self.slots, len(jobs)))
-        for i in range(n):  # make the slot copies before the threads start
-            self.slot_python(i)
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        def status() -> str:
+            with self._lock:
+                now = time.monotonic()
+                busy = ", ".join(f"{lb} {eta(now - t0, est)}" for lb, (t0, est) in sorted(running.items()))
+                left = sum(known.get(j.label, j.estimate) for j in list(todo.queue))
+                left += sum(max(0.0, est - (now - t0)) for t0, est in running.values())
+                finished = sum(1 for r in done.values() if r.cached is None)
+            return f"{finished}/{total} done; running {busy or 'nothing'}; ~{took(left / n)} left"
+
+        n = max(1, min(self.slots, len(to_run)))
+        if to_run:
+            for i in range(n):  # make the slot copies before the threads start
+                self.slot_python(i)
+            threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
+            with heartbeat(self.progress, status):
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
         if errors:
             raise errors[0]
-        self.install(0, self.head)
-        known.update({label: round(r.seconds, 1) for label, r in done.items()})
+        if to_run:
+            self.install(0, self.head)
+        known.update({label: round(r.seconds, 1) for label, r in done.items() if r.cached is None})
         times_file.parent.mkdir(parents=True, exist_ok=True)
         times_file.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
         return done
 
 
+def passed_jobs(lane: Lane, r: Runner, done: Mapping[str, JobResult], report: LaneReport) -> set[str]:
+    """The labels of ``lane``'s jobs that passed: the lane's own ``passed`` when it has one (a
+    bisect step passes on its own), else all of them when the lane's report is ok."""
+    judge = getattr(lane, "passed", None)
+    if judge is not None:
+        return set(judge(r, done))
+    return set(lane.labels) if report.ok else set()
+
+
 def run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
-    """All jobs of ``lanes`` in one schedule (both cores busy across lanes); one report per lane."""
-    jobs = [job for lane in lanes for job in lane.jobs(r)]
-    done = r.run(jobs) if jobs else {}
-    return [lane.report(r, done) for lane in lanes]
+    """All jobs of ``lanes`` in one schedule (both cores busy across lanes); one report per lane.
+    Each job that passed is recorded (``r.passes``) once every lane's verdict is in; a lane all of
+    whose jobs stood in from records says ``cached pass from <time>``."""
+    per_lane = []
+    for lane in lanes:
+        jobs = lane.jobs(r)
+        lane.labels = [j.label for j in jobs]
+        per_lane.append(jobs)
+    done = r.run([job for jobs in per_lane for job in jobs]) if any(per_lane) else {}
+    reports = []
+    n = len(lanes)
+    for i, (lane, jobs) in enumerate(zip(lanes, per_lane), 1):
+        report = lane.report(r, done)
+        results = [done[j.label] for j in jobs if j.label in done]
+        cached = [res for res in results if res.cached]
+        ran = [res for res in results if not res.cached]
+        keep = passed_jobs(lane, r, done, report)
+        for res in ran:
+            if res.job.label in keep:
+                r.record(res)
+        seconds = sum(res.seconds for res in ran)
+        if jobs and not ran:
+            when = min(res.cached for res in cached)
+            line = f"{i}/{n} {lane.name}: cached pass from {when} ({len(cached)} job(s); FRESH=1 runs it)"
+        elif cached:
+            line = f"{i}/{n} {lane.name}: {len(ran)} job(s) ran ({took(seconds)}), {len(cached)} cached"
+        else:
+            line = f"{i}/{n} {lane.name}: {len(ran)} job(s) ran ({took(seconds)})"
+        report.notes.insert(0, line + ("" if report.ok else ": FAILED"))
+        if r.passes is not None:
+            r.passes.time(f"lane-{lane.name}", seconds, cached=bool(jobs) and not ran, ok=report.ok)
+        reports.append(report)
+    return reports

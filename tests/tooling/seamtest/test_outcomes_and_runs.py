@@ -13,6 +13,8 @@ from tkvseam.seamtest.bisect import BisectRow
 from tkvseam.seamtest.hfcache import SNAPSHOT, build
 from tkvseam.seamtest.outcomes import fold
 
+from ..fixtures.seamrunner import make_runner
+
 F = "tests/v1/core/test_x.py"
 
 
@@ -109,18 +111,14 @@ def test_probe_names_the_prefix_a_patch_ran_at():
 
 
 def test_scheduler_runs_every_job_once_longest_first_and_reraises(tmp_path, monkeypatch):
-    import threading
-
     import pytest
 
     from tkvseam.errors import SeamError
-    from tkvseam.seamtest.runner import Job, JobResult, Root, Runner
+    from tkvseam.seamtest.runner import Job, JobResult, Root
 
-    r = Runner.__new__(Runner)  # no build tree: run_job is replaced below
-    r.work, r.slots, r._lock, r._installed = tmp_path, 1, threading.Lock(), {}
-    r.slot_python = lambda i: tmp_path / f"py{i}"
-    r.install = lambda slot, commit: None
-    r.commits, r.base_commit = ["c1"], "c0"
+    r = make_runner(tmp_path, work=tmp_path, slots=1, commits=["c1"])  # run_job is replaced below
+    monkeypatch.setattr(r, "slot_python", lambda i: tmp_path / f"py{i}", raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
     order = []
 
     def run_job(job, slot):
@@ -154,13 +152,10 @@ def test_every_job_is_told_its_base_whatever_the_callers_environment(tmp_path, m
     """tests/plugin and tests/differential read $BASE; `make BASE=...` would export it, a
     direct `tkv-seam seamtest --base` does not: the runner sets it from the base under test."""
     from tkvseam.bases.pins import load_bases
-    from tkvseam.seamtest.runner import Runner
 
     root = Path(__file__).resolve().parents[3]
     monkeypatch.setenv("BASE", "v0.31.0")
-    r = Runner.__new__(Runner)  # no build tree: only the environment is made
-    r.work, r.hf_home, r.bytecode = tmp_path, tmp_path / "hf", True
-    r.base = load_bases(root / "bases.toml")["v0.33.0"]
+    r = make_runner(tmp_path, work=tmp_path, base=load_bases(root / "bases.toml")["v0.33.0"])
     env = r.env(tmp_path / "outcomes.jsonl", {"EXTRA": "1"})
     assert env["BASE"] == "v0.33.0" and env["EXTRA"] == "1" and env["VLLM_PLUGINS"] == ""
 
@@ -174,7 +169,6 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
 
     from tkvseam import git
     from tkvseam.seamtest.bisect import BisectLane
-    from tkvseam.seamtest.runner import Runner
     from tkvseam.edit.stylecheck import _version
 
     tree = tmp_path / "vllm"
@@ -200,11 +194,10 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
         changes = [SimpleNamespace(path=p, new=p, old=p) for p in files]
         patches.append(SimpleNamespace(name=name, files=changes, header=SimpleNamespace(tests=[], guards=[])))
 
-    r = Runner.__new__(Runner)  # a build tree without venvs: only the lane's own checks run
-    r.root, r.tree, r.cache, r.patches = tmp_path, tree, tmp_path / "cache", patches
-    r.base_commit, r.commits = chain[0], chain[1:]
     ruff = _version(str(Path(sys.executable).with_name("ruff")))
-    r.base = SimpleNamespace(name="v9.9.9", seam=SimpleNamespace(ruff=ruff))
+    base = SimpleNamespace(name="v9.9.9", seam=SimpleNamespace(ruff=ruff))
+    # a build tree without venvs: only the lane's own checks run
+    r = make_runner(tmp_path, tree=tree, patches=patches, base_commit=chain[0], commits=chain[1:], base=base)
 
     lane = BisectLane()
     assert lane.jobs(r) == []
@@ -229,11 +222,9 @@ def test_a_job_may_unset_what_the_runner_sets(tmp_path):
     """``None`` in a job's env removes the variable: the plugin lane's guard job runs with
     VLLM_PLUGINS unset (every installed plugin loads), where every other job has it empty."""
     from tkvseam.bases.pins import load_bases
-    from tkvseam.seamtest.runner import Runner
 
-    r = Runner.__new__(Runner)  # no build tree: only the environment is made
-    r.work, r.hf_home, r.bytecode = tmp_path, tmp_path / "hf", True
-    r.base = load_bases(Path(__file__).resolve().parents[3] / "bases.toml")["v0.31.0"]
+    base = load_bases(Path(__file__).resolve().parents[3] / "bases.toml")["v0.31.0"]
+    r = make_runner(tmp_path, work=tmp_path, base=base)  # no build tree: only the environment is made
     env = r.env(tmp_path / "outcomes.jsonl", {"VLLM_PLUGINS": None, "EXTRA": "1"})
     assert "VLLM_PLUGINS" not in env and env["EXTRA"] == "1"
 
@@ -241,15 +232,12 @@ def test_a_job_may_unset_what_the_runner_sets(tmp_path):
 def _plugin_runner(tmp_path, guards):
     from types import SimpleNamespace
 
-    from tkvseam.seamtest.runner import Runner
-
-    r = Runner.__new__(Runner)  # no build tree: the lane only reads the headers and commits
-    r.work, r.base_commit, r.commits = tmp_path, "c0", ["c1", "c2"]
-    r.patches = [
+    patches = [
         SimpleNamespace(header=SimpleNamespace(tests=["t.py::a"], guards=guards[:1])),
         SimpleNamespace(header=SimpleNamespace(tests=[], guards=guards[1:])),
     ]
-    return r
+    # no build tree: the lane only reads the headers and commits
+    return make_runner(tmp_path, work=tmp_path, commits=["c1", "c2"], patches=patches)
 
 
 def test_plugin_lane_runs_every_guard_with_the_plugin_loaded(tmp_path, monkeypatch):

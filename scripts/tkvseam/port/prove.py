@@ -1,0 +1,108 @@
+"""Proving a patch of a port at its prefix: its own ``Tests:`` and ``Guard:``s pass on the new base.
+
+With the new base's CPU test venv (``.venv-vllm-<base>``, ``make venv-vllm BASE=<base>`` from
+the lock ``carry`` wrote), after a patch passes the gate (``gate``), what is staged is kept as a
+commit on HEAD (no ref moves) and the patch's nodes run against it, as ``bisect`` runs them
+(``seamtest.runner``: the overlay of that commit installed into the venv, pytest in that
+commit's ``tests/``). Every node must pass; the ones that do not are the stop's problems.
+A venv that cannot be used is said once and proving is off for the rest of the run (the gate
+goes on alone).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import git, layout
+from ..errors import SeamError
+from ..queue.message import message_header
+from ..queue.patch import Patch
+from ..seamtest.hfcache import build as hf_home
+from ..seamtest.outcomes import PASSED, fold
+from ..seamtest.runner import VLLM_TESTS_PLUGINS, Job, Root, Runner
+from ..tree.state import TreeState
+
+
+@dataclass
+class Prover:
+    """Prove each patch with ``python`` (the new base's test venv); ``off``: why proving stopped."""
+
+    python: Path
+    off: str = ""
+
+
+@dataclass
+class _PortRunner(Runner):
+    """The runner on a port tree: the prefix's patches and commits given, not read from a queue."""
+
+    port_patches: list[Patch] = field(default_factory=list)
+    port_chain: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.patches = self.port_patches
+        self.base_commit, self.commits = self.port_chain[0], self.port_chain[1:]
+        # the overlay: what the prefix changed in vllm/ (a resolution may touch files the old patch did not)
+        self.overlay = git.changed_paths(self.tree, self.base_commit, self.commits[-1], ["vllm"], only="M")
+
+
+def prove_patch(
+    session, state: TreeState, patch: Patch, prover: Prover, message: str | None = None
+) -> list[str] | None:
+    """The patch's nodes that do not pass at its prefix (``node: outcome``); None when not proven
+    (no venv, or no node to run). ``message``: the commit message being continued with (its
+    ``Tests:``/``Guard:`` lines are the resolution's, not the old patch's)."""
+    h = message_header(patch, message) if message else patch.header
+    nodes = list(dict.fromkeys(h.tests + h.guards))
+    if prover.off or not nodes:
+        return None
+    p = state.port
+    k = p.next + 1
+    started = time.monotonic()
+    session.progress.step(f"prove [{k}/{len(p.series)}] {patch.name}: {len(nodes)} test(s) on {state.base}")
+    tree = session.path
+    snapshot = git.snapshot_index(tree, f"tkv-seam prove {patch.name}\n")
+    done = [session.journal.patch(p, i) for i, d in enumerate(p.done) if d.commit]
+    chain = [state.base_commit, *git.commits_after(tree, state.base_commit), snapshot]
+    work = layout.seamtest_work(session.root, f"port-{state.base}")
+    try:
+        runner = _PortRunner(
+            session.root,
+            tree,
+            prover.python,
+            work,
+            hf_home(work.parent, session.root / "tests" / "data" / "hf-configs"),
+            session.to_base,
+            session.cache,
+            session.progress,
+            slots=1,
+            port_patches=[*done, patch],
+            port_chain=chain,
+        )
+        job = Job(
+            f"prove-{k:02d}",
+            snapshot,
+            Root(snapshot),
+            tuple(nodes),
+            estimate=40.0,
+            plugins=VLLM_TESTS_PLUGINS,
+        )
+        result = runner.run([job])[job.label]
+    except SeamError as e:
+        if e.message.startswith("pytest could not run"):  # the nodes, not the venv: node ids not found
+            log = work / "logs" / f"prove-{k:02d}.log"
+            return [f"{node}: not run (pytest could not run them; log {log})" for node in nodes]
+        prover.off = e.message
+        session.progress.warn(
+            f"not proving the port's patches (the gate goes on alone): {e.message}"
+            + (f" (next: {e.hint})" if e.hint else "")
+        )
+        return None
+    failing = [f"{node}: {outcome}" for node in nodes if (outcome := fold(result.rows, node)) != PASSED]
+    seconds = time.monotonic() - started
+    session.progress.step(
+        f"prove [{k}/{len(p.series)}] {patch.name}: {len(nodes) - len(failing)} of {len(nodes)} passed "
+        f"({seconds:.0f} s; log {result.log})"
+    )
+    return [f"{f} (log {result.log})" for f in failing]

@@ -1,0 +1,116 @@
+"""A lane that is one command (``make``'s tooling, series and image lanes): run it unless it
+passed before with the same inputs.
+
+``tkv-seam seamtest lane <name> --reads <path>... [--base <b>] [--env <VAR>]... -- <command>``:
+the key (``passes``) is a digest of the tool's source, the files the command reads
+(``--reads``), the command line, the interpreter, the variables named by ``--env`` (the
+image lane's Docker engine) and, with ``--base``, the base's sdist, lock and test venv, its own
+queue and the build tree's tree id (the full series as applied) and, with ``--plugin``, the base's plugin
+pin. A recorded pass: the command is not run and the lane says ``cached pass from <time>``.
+Otherwise it runs (its output as it is; a heartbeat every 10 s on stderr) and, when it exits 0,
+its pass is recorded; a failure or a kill records nothing, and neither does a pytest run whose
+tests all skipped (tests/conftest.py writes the counts to ``$TKV_SEAM_LANE_COUNTS``): a skip is
+no pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import git, layout
+from ..progress import Progress, run_with_heartbeat, took
+from . import keys
+from .passes import Clock, PassBook, digest
+
+
+@dataclass
+class CommandLane:
+    name: str
+    root: Path
+    command: list[str]
+    reads: tuple[str, ...] = ()
+    base: object | None = None  # bases.pins.Base
+    env: tuple[str, ...] = ()
+    plugin: bool = False
+
+    def key(self) -> str:
+        parts = {
+            "tool": keys.tool_source(),
+            "reads": keys.files(self.root, self.reads),
+            "command": self.command,
+            "interpreter": [sys.version, keys.interpreter(Path(sys.executable))],
+            "env": {name: os.environ.get(name) for name in self.env},
+        }
+        if self.base is not None:
+            parts["base"] = keys.base_inputs(self.root, self.base)
+            parts["queue"] = keys.queue(self.root, self.base)
+            tree = layout.build_tree(self.root, self.base.name)
+            parts["tree"] = git.rev_parse(tree, "HEAD^{tree}") if tree.is_dir() else "missing"
+            if self.plugin:
+                parts["plugin_pin"] = self.base.seam.plugin.requirements_txt()
+        return digest(parts)
+
+    def run(self, book: PassBook, progress: Progress, say, quiet_stdout: bool = False) -> LaneRun:
+        """Run the command unless recorded; ``say`` prints the lane's own line (stderr).
+        ``quiet_stdout``: the command's stdout goes to stderr (``--json``: stdout holds the answer)."""
+        key = self.key()
+        where = f" ({self.base.name})" if self.base is not None else ""
+        rec = book.lookup(self.name, key)
+        if rec is not None:
+            book.time(self.name, 0.0, cached=True)
+            say(f"lane {self.name}{where}: {rec.line}")
+            return LaneRun(self.name, 0, rec.seconds, rec.when)
+        last = book.last_seconds(self.name)
+        say(f"lane {self.name}{where}: running" + (f" (last took ~{took(last)})" if last else ""))
+        clock = Clock()
+        out = sys.stderr.fileno() if quiet_stdout else None
+
+        with tempfile.TemporaryDirectory(prefix="tkv-seam-lane-") as scratch:
+            counts_file = Path(scratch) / "counts.json"
+            env = {**os.environ, "TKV_SEAM_LANE_COUNTS": str(counts_file)}
+
+            def command() -> int:
+                return subprocess.run(self.command, stdout=out, env=env).returncode
+
+            code = run_with_heartbeat(progress, f"lane {self.name}{where}", command, last)
+            counts = _counts(counts_file)
+        book.time(self.name, clock.seconds, cached=False, ok=code == 0)
+        skipped = counts.get("skipped", 0)
+        if code == 0 and skipped and not counts.get("passed"):
+            # a skipped test is no coverage: a lane whose tests all skipped ran nothing to record
+            say(f"lane {self.name}{where}: no test ran ({skipped} skipped); nothing recorded")
+        elif code == 0:
+            book.record(self.name, key, clock.seconds, {"skipped": skipped} if skipped else None)
+            also = f", {skipped} skipped" if skipped else ""
+            say(f"lane {self.name}{where}: passed in {took(clock.seconds)}{also} (recorded)")
+        else:
+            spent = took(clock.seconds)
+            say(f"lane {self.name}{where}: FAILED (exit {code}) after {spent}; nothing recorded")
+        return LaneRun(self.name, code, round(clock.seconds, 1), None)
+
+
+def _counts(path: Path) -> dict:
+    """What the lane's pytest wrote (tests/conftest.py's ``pytest_sessionfinish``); {} for a
+    command that is not pytest or wrote nothing readable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}
+
+
+@dataclass
+class LaneRun:
+    """What one command lane did: its command's exit code, its seconds, and when the pass that
+    stood in for it was recorded (None: it ran now)."""
+
+    lane: str
+    code: int
+    seconds: float
+    cached_from: str | None

@@ -1,0 +1,178 @@
+"""What passed: one record per lane (or lane step) that passed, keyed by a digest of what it read.
+
+A record is written (atomically, once the lane's verdict is in) only for a step that passed;
+a failed or interrupted step writes nothing, so the next run runs it again. A run finds a step's
+record by its key and skips the step, saying ``cached pass from <time>``; ``FRESH=1`` (the
+environment; ``.ci/run`` sets it) or ``--fresh`` runs every step and records it anew.
+
+The records live under the project's ``build/passes/`` (``layout.passes``): one directory per
+base and ``project/`` for what no base owns (the tooling lane), one JSON file per step and key.
+Each record keeps the step's wall time, the machine's load and core count and the date:
+``timings.jsonl`` beside them holds one line per step run or skipped, the timing record the
+docs' figures come from (``tkv-seam seamtest times``).
+
+The key's parts (``keys``): the tool's own source, the files the step runs, the patched tree's
+tree id at the step's prefix, the base's sdist sha256, the venv lock, the interpreter (the
+venv's ``pyvenv.cfg``) and, where the plugin is loaded, the plugin pin.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import layout
+from ..fsutil import atomic_write
+
+#: Bump when what a record means changes.
+FORMAT = 1
+#: Records kept per step name (older keys are removed when a new one is written).
+KEEP = 4
+FRESH_ENV = "FRESH"
+
+
+def fresh_from_env() -> bool:
+    return os.environ.get(FRESH_ENV, "").strip().lower() in ("1", "yes", "true")
+
+
+def digest(parts) -> str:
+    """The sha256 of ``parts`` (any JSON value) in a canonical spelling."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def machine() -> dict:
+    """What a timing depends on besides the work: cores and the load when it was taken."""
+    try:
+        load = round(os.getloadavg()[0], 1)
+    except OSError:
+        load = None
+    return {"cores": os.cpu_count(), "load": load}
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str
+    key: str
+    when: str  # when the pass was recorded (UTC)
+    seconds: float
+    data: dict
+
+    @property
+    def line(self) -> str:
+        skipped = self.data.get("skipped") if isinstance(self.data, dict) else None
+        also = f", {skipped} skipped" if skipped else ""
+        return f"cached pass from {self.when} (took {self.seconds:.0f} s{also}; FRESH=1 runs it again)"
+
+
+@dataclass
+class PassBook:
+    """The records of one base (or of the project: ``base=None``)."""
+
+    root: Path
+    base: str | None = None
+    fresh: bool = False  # True: never read a record (every step runs); still write them
+
+    @property
+    def dir(self) -> Path:
+        return layout.passes(self.root, self.base)
+
+    def _file(self, name: str, key: str) -> Path:
+        return self.dir / f"{_safe(name)}-{key[:24]}.json"
+
+    def lookup(self, name: str, key: str) -> Record | None:
+        """The recorded pass of ``name`` under ``key``; None when fresh or none was recorded."""
+        if self.fresh:
+            return None
+        try:
+            data = json.loads(self._file(name, key).read_text())
+        except (OSError, ValueError):
+            return None
+        if data.get("format") != FORMAT or data.get("key") != key or data.get("name") != name:
+            return None
+        return Record(name, key, data["when"], float(data.get("seconds", 0.0)), data.get("data", {}))
+
+    def record(self, name: str, key: str, seconds: float, data: dict | None = None) -> Record:
+        """Record that ``name`` passed under ``key`` (atomically); drop its oldest records."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        rec = Record(name, key, now_iso(), round(seconds, 1), data or {})
+        body = {
+            "format": FORMAT,
+            "name": name,
+            "key": key,
+            "when": rec.when,
+            "seconds": rec.seconds,
+            "machine": machine(),
+            "data": rec.data,
+        }
+        atomic_write(self._file(name, key), json.dumps(body, sort_keys=True) + "\n")
+        mine = re.compile(re.escape(_safe(name)) + r"-[0-9a-f]{24}\.json")  # not a longer name's
+        old = sorted(
+            (p for p in self.dir.glob(f"{_safe(name)}-*.json") if mine.fullmatch(p.name)),
+            key=lambda p: p.stat().st_mtime_ns,
+        )
+        for path in old[:-KEEP]:
+            if path != self._file(name, key):
+                path.unlink(missing_ok=True)
+        return rec
+
+    def time(self, name: str, seconds: float, cached: bool, ok: bool = True) -> None:
+        """One line of the timing record (``timings.jsonl``): a step run (or skipped as cached)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        line = {
+            "name": name,
+            "base": self.base,
+            "seconds": round(seconds, 1),
+            "cached": cached,
+            "ok": ok,
+            "when": now_iso(),
+            **machine(),
+        }
+        with open(self.dir / "timings.jsonl", "a") as f:
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+
+    def last_seconds(self, name: str) -> float | None:
+        """How long ``name`` took when it last ran (not skipped), from the timing record."""
+        found = None
+        for row in read_timings(self.dir / "timings.jsonl"):
+            if row.get("name") == name and not row.get("cached"):
+                found = float(row["seconds"])
+        return found
+
+
+def read_timings(path: Path) -> list[dict]:
+    rows = []
+    try:
+        text = path.read_text()
+    except OSError:
+        return rows
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut short by a killed run
+    return rows
+
+
+class Clock:
+    """Wall seconds since it was made."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.start

@@ -1,0 +1,82 @@
+"""``JSON=1`` on a make target prints exactly one JSON object on stdout.
+
+make echoed the recipe on stdout (``make drift JSON=1``) and ``make image JSON=1`` printed the
+prerequisite apply's summary there. Real make on the project's Makefile and the real tool on a
+synthetic project (``--root`` it, through a wrapper given as ``TOOL=``): every target the
+Makefile documents with ``JSON=1`` (its ``make help`` line) runs, and its stdout must parse as
+one JSON object, whether the command succeeds or fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..fixtures.upstream import NAME, NEXT_VERSION, VERSION
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.skipif(not shutil.which("make"), reason="GNU make not installed")
+
+#: The variables each documented JSON=1 target is run with here (what makes it do its work).
+ARGS = {
+    "carry": [f"VERSION={VERSION}"],
+    "port": ["VERB=status", f"TO=v{NEXT_VERSION}"],
+    "drift": [],
+    "image": ["STAND_IN=1", "DOCKER_HOST=unix:///nonexistent/docker.sock"],
+    "standin": ["DOCKER_HOST=unix:///nonexistent/docker.sock"],
+    "times": [],
+}
+
+
+def documented_json_targets() -> list[str]:
+    text = (ROOT / "Makefile").read_text()
+    return sorted(set(re.findall(r"^([a-z-]+):[^\n]*## [^\n]*\bJSON=1", text, re.M)))
+
+
+def test_every_documented_json_target_is_run_here():
+    assert documented_json_targets() == sorted(ARGS)
+
+
+@pytest.mark.parametrize("target", sorted(ARGS))
+def test_json_on_a_make_target_is_one_object_on_stdout(target, project, tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".done").touch()  # newer than pyproject.toml: make builds no venv
+    tool = tmp_path / "tool"
+    real = [sys.executable, "-m", "tkvseam", *project.argv()]
+    tool.write_text(f"#!{sys.executable}\nimport os, sys\nos.execv({real[0]!r}, {real!r} + sys.argv[1:])\n")
+    tool.chmod(0o755)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "BASE", "JSON")
+    }
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    proc = subprocess.run(
+        [
+            "make",
+            f"VENV={venv}",
+            f"TOOL={tool}",
+            f"BASE={NAME}",
+            target,
+            "JSON=1",
+            *ARGS[target],
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(
+            f"make {target} JSON=1: stdout is not one JSON object:\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        )
+    assert isinstance(data, dict), proc.stdout

@@ -1,0 +1,134 @@
+"""carry proves what goes in (issue 25): a gate at every patch on the new base, and an honest end.
+
+The gate case (``fixtures/gatecase.py``): 0003 applies cleanly on v9.10.0 but calls ``mul()``,
+which 0002's resolution on v9.10.0 no longer defines. The port stops at 0003 (``breaks``, exit 12)
+with ruff's F821 before any queue is written, stops there again until it is fixed, and goes on
+when it is; the end lists the patches that went in by themselves. A carry that finishes in one
+run runs the style gate (the Base it ports onto is the one with the .seam table it just wrote);
+a re-run after a problem is not "carried"; ``--plugin`` against a table pinning another is refused.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tkvseam import git
+
+from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carrying import NEW, NEW_NAME, carrying_project, git_project
+from ..fixtures.gatecase import ARG_UTILS, fix_square, make_gate_queue, resolve_as_product
+from ..fixtures.queue import make_one_patch, make_two_patches
+
+
+def _project(tmp_path, releases, monkeypatch, make_queue):  # noqa: F811
+    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+        make_queue(project)
+        git_project(project.root)
+        yield project
+
+
+@pytest.fixture
+def gproject(tmp_path, releases, monkeypatch):  # noqa: F811
+    yield from _project(tmp_path, releases, monkeypatch, make_gate_queue)
+
+
+@pytest.fixture
+def one_patch(tmp_path, releases, monkeypatch):  # noqa: F811
+    yield from _project(tmp_path, releases, monkeypatch, make_one_patch)
+
+
+@pytest.fixture
+def two_patches(tmp_path, releases, monkeypatch):  # noqa: F811
+    yield from _project(tmp_path, releases, monkeypatch, make_two_patches)
+
+
+def _tree(project):
+    return project.root / "build" / f"port-{NEW_NAME}"
+
+
+def test_a_patch_using_a_name_the_new_base_lost_stops_the_port_there_until_fixed(gproject, wheels):  # noqa: F811
+    root, tree = gproject.root, _tree(gproject)
+    first = carry(gproject, wheels, expect=12)
+    assert "stopped at 0002-add-mul.patch" in first.stderr
+    resolve_as_product(tree)
+
+    stop = carry(gproject, wheels, expect=12).stderr
+    assert "port to v9.10.0 stopped at 0003-use-mul.patch: breaks" in stop
+    assert f"{ARG_UTILS}:2 F821 Undefined name `mul`" in stop
+    assert f"then `make carry VERSION={NEW}` (it runs the gate again)" in stop
+    assert not (root / "patches" / NEW_NAME).exists()  # before any queue is written
+    status = json.loads(gproject.cli("port", "status", "--to", NEW_NAME, "--json").output)
+    assert status["current"] == "0003-use-mul.patch" and status["stopped"]["status"] == "breaks"
+    assert [d["name"] for d in status["done"]] == ["0001-cache-tweak.patch", "0002-add-mul.patch"]
+
+    # run again without a fix: the same stop, nothing committed
+    head = git.head(tree)
+    again = carry(gproject, wheels, expect=12).stderr
+    assert "stopped at 0003-use-mul.patch: breaks" in again and "F821 Undefined name `mul`" in again
+    assert git.head(tree) == head
+
+    fix_square(tree)
+    out = json.loads(carry(gproject, wheels, "--json").output)
+    assert out["carried"] and out["problems"] == []
+    assert out["by_themselves"] == [
+        {"name": "0001-cache-tweak.patch", "how": "3-way", "gate": "ok", "proven": False},
+        {"name": "0004-docs-line.patch", "how": "3-way", "gate": "ok", "proven": False},
+    ]
+    patch = (root / "patches" / NEW_NAME / "0003-use-mul.patch").read_text()
+    assert "+    return product(a, a)" in patch
+    text = carry(gproject, wheels).output  # a re-run says the same end, and lists them again
+    assert "2 patch(es) went in by themselves; re-read them:" in text
+    assert "0001-cache-tweak.patch  (3-way; gate ok; not proven)" in text
+    assert f"{NEW_NAME}: carried; next: make test BASE={NEW_NAME}" in text
+
+
+def test_skip_still_leaves_a_breaking_patch_out(gproject, wheels):  # noqa: F811
+    carry(gproject, wheels, expect=12)
+    resolve_as_product(_tree(gproject))
+    carry(gproject, wheels, expect=12)
+    gproject.cli("port", "skip", "--to", NEW_NAME, "--reason", "square() is not needed", expect=0)
+    out = json.loads(carry(gproject, wheels, "--json").output)
+    assert out["carried"]
+    assert not (gproject.root / "patches" / NEW_NAME / "0003-use-mul.patch").exists()
+
+
+def test_a_one_run_carry_runs_the_style_gate(one_patch, wheels):  # noqa: F811
+    """No stop: the port is onto the Base with the .seam table carry just wrote (its ruff pin)."""
+    out = json.loads(carry(one_patch, wheels, "--json").output)
+    assert out["carried"] and out["problems"] == [], out["problems"]
+    assert out["by_themselves"] == [
+        {"name": "0001-cache-tweak.patch", "how": "3-way", "gate": "ok", "proven": False}
+    ]
+
+
+def test_a_rerun_after_a_problem_is_not_carried(two_patches, wheels):  # noqa: F811
+    root, tree = two_patches.root, _tree(two_patches)
+    carry(two_patches, wheels, expect=12)
+    (tree / ARG_UTILS).write_text(
+        "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return -(b - a)\n\n\n"
+        "def mul(a, b):\n    return a * b\n"
+    )
+    git.run(tree, "add", ARG_UTILS)
+    msg = tree / ".git" / "tkv-seam-port-msg"
+    msg.write_text(msg.read_text().replace("Depends-on: cache-tweak", "Depends-on: gone-patch"))
+    for _ in range(2):  # the finish, then a re-run: both say the problem, neither says "carried"
+        res = carry(two_patches, wheels, expect=6)
+        assert "Depends-on 'gone-patch' is not an earlier patch of the series" in res.stderr
+        assert f"{NEW_NAME}: NOT carried: its queue is written but has 1 lint/style problem(s)" in res.output
+        assert f"{NEW_NAME}: carried" not in res.output
+    out = json.loads(carry(two_patches, wheels, "--json", expect=6).output)
+    assert not out["carried"] and len(out["problems"]) == 1
+    assert (root / "patches" / NEW_NAME / "series").is_file()
+
+
+def test_a_plugin_other_than_the_tables_is_refused_naming_both(two_patches, wheels):  # noqa: F811
+    carry(two_patches, wheels, expect=12)  # the table is written: plugin turbo-attn==1.0.0
+    err = carry(two_patches, wheels, "--plugin", "turbo-attn==2.0.0", expect=2).stderr
+    assert "--plugin turbo-attn==2.0.0" in err and "already pins plugin turbo-attn==1.0.0" in err
+    assert "make seam-table BASE=v9.10.0 PLUGIN='turbo-attn==2.0.0' FORCE=1" in err
+    res = carry(
+        two_patches, wheels, "--plugin", "turbo-attn==1.0.0", expect=5
+    )  # the same pin: on to the port
+    assert "0002-add-mul.patch: still unmerged" in res.stderr

@@ -1,0 +1,239 @@
+"""What passed is remembered: a lane step whose inputs passed before is not run again.
+
+A synthetic base with three patches (patch k adds ``FEATURE_k`` to a vLLM file and its test
+file ``tests/test_pk.py``), the real lanes (bisect, full) and a lane of the project's own test
+files, on a real build tree; only the pytest processes are stood in for (a test passes when the
+overlay holds its patch's feature), and each job they run is counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tkvseam.seamtest.bisect import BisectLane
+from tkvseam.seamtest.full import FullLane
+from tkvseam.seamtest.passes import PassBook
+from tkvseam.seamtest.runner import LaneReport, run_lanes
+
+from ..fixtures.seamrunner import PROJECT_TEST, ProjectLane, build_three_features, fake_pytest, open_runner
+from ..fixtures.upstream import NAME
+
+
+def run(project, monkeypatch, fresh: bool = False) -> tuple[list[str], list[LaneReport]]:
+    r = open_runner(project, fresh)
+    ran: list[str] = []
+    monkeypatch.setattr(r, "run_job", fake_pytest(r, ran), raising=False)
+    monkeypatch.setattr(r, "slot_python", lambda i: Path(sys.executable), raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    reports = run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
+    assert all(rep.ok for rep in reports), [rep.lines for rep in reports]
+    return sorted(ran), reports
+
+
+ALL = sorted(
+    ["bisect-at-00", "bisect-at-01", "bisect-at-02", "bisect-at-03", "full-series"]
+    + ["project-stock", "project-patched"]
+)
+
+
+@pytest.fixture
+def built(project):
+    build_three_features(project)
+    return project
+
+
+def test_a_second_run_with_nothing_changed_runs_nothing_and_says_cached(built, monkeypatch):
+    first, _ = run(built, monkeypatch)
+    assert first == ALL
+    second, reports = run(built, monkeypatch)
+    assert second == []
+    for i, rep in enumerate(reports, 1):
+        assert re.match(rf"{i}/3 {rep.lane}: cached pass from \d{{4}}-\d\d-\d\dT", rep.notes[0]), rep.notes
+    # the reports are the same as the first run's: the recorded outcomes stand in
+    assert reports[0].data["rows"][0]["at_k"] == "passed"
+    assert reports[0].data["rows"][0]["at_prev"] == "failed"
+
+
+def test_changing_one_patch_reruns_the_steps_at_and_after_its_prefix_only(built, monkeypatch):
+    run(built, monkeypatch)
+    patch = next((built.root / "patches").glob("0002-*.patch"))
+    text = patch.read_text()
+    assert "+# note a\n" in text
+    patch.write_text(text.replace("+# note a\n", "+# note b\n"))  # a test-only comment of patch 2
+    built.apply()
+    again, _ = run(built, monkeypatch)
+    # step 1 runs patch 2's tests before it; steps 2, 3 and every full-series job hold it
+    assert again == ["bisect-at-01", "bisect-at-02", "bisect-at-03", "full-series", "project-patched"]
+
+
+def test_changing_a_test_file_reruns_the_lanes_that_run_it(built, monkeypatch):
+    run(built, monkeypatch)
+    (built.root / PROJECT_TEST).write_text("def test_p():\n    assert True\n")
+    again, _ = run(built, monkeypatch)
+    assert again == ["project-patched", "project-stock"]
+
+
+def test_fresh_runs_every_step_and_records_them_anew(built, monkeypatch):
+    run(built, monkeypatch)
+    again, reports = run(built, monkeypatch, fresh=True)
+    assert again == ALL and not any("cached" in rep.notes[0] for rep in reports)
+    monkeypatch.setenv("FRESH", "1")
+    from tkvseam.seamtest.passes import fresh_from_env
+
+    assert fresh_from_env()
+
+
+def test_a_failed_step_records_nothing_and_runs_again(built, monkeypatch):
+    r = open_runner(built)
+    ran: list[str] = []
+    real = fake_pytest(r, ran)
+
+    def broken(job, slot):
+        result = real(job, slot)
+        if job.label == "bisect-at-02":
+            result.rows = {n: {"nodeid": n, "outcome": "failed"} for n in result.rows}
+        return result
+
+    monkeypatch.setattr(r, "run_job", broken, raising=False)
+    monkeypatch.setattr(r, "slot_python", lambda i: Path(sys.executable), raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    reports = run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
+    assert not reports[0].ok and reports[0].notes[0].endswith("FAILED")
+    again, _ = run(built, monkeypatch)
+    assert again == ["bisect-at-02"]  # the other steps passed on their own and were recorded
+
+
+KILL = """
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from tests.tooling.fixtures import seamrunner as t
+from tests.tooling.fixtures.project import Project
+from tkvseam.seamtest.bisect import BisectLane
+from tkvseam.seamtest.full import FullLane
+from tkvseam.seamtest.runner import run_lanes
+project = Project(Path({root!r}), Path({cache!r}))
+r = t.open_runner(project)
+ran = []
+real = t.fake_pytest(r, ran)
+def run_job(job, slot):
+    if len(ran) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(job, slot)
+r.run_job = run_job
+r.slot_python = lambda i: Path(sys.executable)
+r.install = lambda slot, commit: None
+run_lanes(r, [BisectLane(), FullLane(), t.ProjectLane()])
+"""
+
+
+def test_a_run_killed_mid_lane_records_no_pass(built, monkeypatch):
+    tests = str(Path(__file__).resolve().parents[3])
+    code = KILL.format(tests=tests, root=str(built.root), cache=str(built.cache))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    )
+    assert proc.returncode == -signal.SIGKILL
+    records = [p for p in (built.root / "build/passes" / NAME).glob("*.json")]
+    assert records == []
+    again, _ = run(built, monkeypatch)
+    assert again == ALL
+
+
+# --------------------------------------------------------------------------- a lane that is one command
+
+
+def lane(project, *command, fresh=False, reads=("tests/proj",)):
+    argv = ["seamtest", "lane", "demo", *(a for r in reads for a in ("--reads", r))]
+    if fresh:
+        argv.append("--fresh")
+    return project.cli(*argv, "--", *command, expect=None)
+
+
+def test_a_command_lane_is_skipped_when_its_inputs_passed_and_runs_when_they_change(project):
+    (project.root / PROJECT_TEST).parent.mkdir(parents=True)
+    (project.root / PROJECT_TEST).write_text("x = 1\n")
+    count = project.root / "count"
+    cmd = [sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
+    assert lane(project, *cmd).exit_code == 0 and count.read_text() == "x"
+    second = lane(project, *cmd)
+    assert second.exit_code == 0 and count.read_text() == "x"
+    assert "lane demo: cached pass from " in second.stderr
+    (project.root / PROJECT_TEST).write_text("x = 2\n")  # a file it reads
+    assert lane(project, *cmd).exit_code == 0 and count.read_text() == "xx"
+    assert lane(project, *cmd, fresh=True).exit_code == 0 and count.read_text() == "xxx"
+    failed = lane(project, sys.executable, "-c", "raise SystemExit(3)")
+    assert failed.exit_code == 9 and "nothing recorded" in failed.stderr
+    assert lane(project, sys.executable, "-c", "raise SystemExit(3)").exit_code == 9  # ran again
+    times = [
+        json.loads(line)
+        for line in (project.root / "build/passes/project/timings.jsonl").read_text().splitlines()
+    ]
+    assert [t["cached"] for t in times] == [False, True, False, False, False, False]
+    assert {"load", "cores", "when", "seconds"} <= set(times[0])
+
+
+def test_a_command_lane_killed_records_no_pass(project):
+    (project.root / "tests").mkdir()
+    argv = [
+        sys.executable,
+        "-m",
+        "tkvseam",
+        *project.argv("seamtest", "lane", "demo", "--reads", "tests", "--"),
+    ]
+    kill = [sys.executable, "-c", "import os, signal; os.kill(os.getppid(), signal.SIGKILL)"]
+    proc = subprocess.run([*argv, *kill])
+    assert proc.returncode == -signal.SIGKILL
+    assert not list((project.root / "build/passes/project").glob("*.json"))
+    sleeper = subprocess.run(
+        [*argv, sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    )
+    assert sleeper.returncode != 0
+    assert not list((project.root / "build/passes/project").glob("*.json"))
+
+
+def test_old_records_of_a_name_go_and_a_longer_names_stay(tmp_path):
+    book = PassBook(tmp_path, "v9.9.9")
+    book.record("full-series-cuda-alike", "c" * 64, 1.0)
+    for i in range(6):
+        book.record("full-series", f"{i:x}" * 64, 1.0)
+    assert book.lookup("full-series-cuda-alike", "c" * 64) is not None
+    kept = [i for i in range(6) if book.lookup("full-series", f"{i:x}" * 64)]
+    assert kept == [2, 3, 4, 5]
+
+
+def _writes_counts(**counts) -> list[str]:
+    body = f"import json, os; open(os.environ['TKV_SEAM_LANE_COUNTS'], 'w').write(json.dumps({counts!r}))"
+    return [sys.executable, "-c", body]
+
+
+def test_a_command_lane_whose_tests_all_skipped_records_no_pass(project):
+    (project.root / "tests").mkdir()
+    skipped = lane(project, *_writes_counts(passed=0, skipped=8), reads=("tests",))
+    assert skipped.exit_code == 0 and "no test ran (8 skipped); nothing recorded" in skipped.stderr
+    again = lane(project, *_writes_counts(passed=0, skipped=8), reads=("tests",))
+    assert "cached pass" not in again.stderr  # it runs again: a skip is no pass
+    some = lane(project, *_writes_counts(passed=3, skipped=1), reads=("tests",))
+    assert some.exit_code == 0 and "passed in" in some.stderr and "1 skipped" in some.stderr
+    cached = lane(project, *_writes_counts(passed=3, skipped=1), reads=("tests",))
+    assert "cached pass from " in cached.stderr and "1 skipped" in cached.stderr
+
+
+def test_the_projects_conftest_writes_the_counts_a_lane_reads(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n\ndef test_a():\n    pass\n\ndef test_b():\n    pytest.skip('no engine')\n"
+    )
+    out = tmp_path / "counts.json"
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "TKV_SEAM_LANE_COUNTS": str(out), "PYTHONPATH": str(root)}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+    subprocess.run([*args, str(tmp_path)], env=env, cwd=tmp_path, check=True, capture_output=True)
+    assert json.loads(out.read_text()) == {"passed": 1, "failed": 0, "skipped": 1, "error": 0}
