@@ -5,13 +5,9 @@ Bodies parse options and call the library; the top group maps errors to exit cod
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from ..errors import EXIT_LINT
-
-from .options import Context, emit, emit_json, force_option, json_option, pass_ctx
+from .options import Context, emit, force_option, json_option, pass_ctx
 
 
 @click.command()
@@ -157,30 +153,11 @@ def carry(
     last patch is through, the new base's queue and PORT.md are written and linted: it is
     carried (make test checks it), with nothing else to edit.
     """
-    from ..edit.refresh import Exported
     from ..release.carry import Options
     from ..release.carry import carry as do_carry
 
     opts = Options(plugin, list(find_links) or None, torch_version, lock_index_url, no_index, verdict, reason)
-    result = do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress)
-    if as_json:
-        emit_json(result.to_json())
-    else:
-        for step in result.steps:
-            click.echo(f"  {step.line()}")
-        for e in result.exported:
-            click.echo(f"  {Exported(**e).label:9} {e['name']}")
-        for problem in result.problems:
-            click.echo(problem, err=True)
-        click.echo(
-            f"{result.base}: carried"
-            + (f" (ported from {result.source})" if result.source else "")
-            + (f"; {len(result.problems)} lint/style problem(s) in its queue" if result.problems else "")
-            + (f"; the queue files it replaced are in {result.backup}" if result.backup else "")
-            + f"; next: make test BASE={result.base}"
-        )
-    if result.problems:
-        sys.exit(EXIT_LINT)
+    emit(do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress))
 
 
 COMMANDS = [carried, seam_table, lock_cpu, retire, carry]

@@ -7,13 +7,11 @@ The bodies call ``port.session.PortSession`` (and ``port.report``) and print wha
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 from .. import hints, layout
-from ..errors import EXIT_LINT, EXIT_PORT
-from .options import Context, absolute, emit_json, force_option, json_option, pass_ctx
+from .options import Context, absolute, emit, force_option, json_option, pass_ctx
 
 from_option = click.option(
     "--base",
@@ -48,19 +46,13 @@ def port():
     """
 
 
-def _shown(ctx: Context, path) -> str:
-    """``path`` relative to the project root when it is inside it (as a user types it there)."""
-    try:
-        return str(path.relative_to(ctx.root))
-    except ValueError:
-        return str(path)
-
-
 def _session(ctx: Context, to_name: str, tree: str | None):
     from ..port.session import PortSession
 
     to_base = ctx.base(to_name, hint="make port VERB=status TO={}")
-    return PortSession(ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress)
+    return PortSession(
+        ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress, ctx.bases_file
+    )
 
 
 def _pin_hint(to_name: str) -> str:
@@ -95,28 +87,14 @@ def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
 @pass_ctx
 def port_report(ctx: Context, base_name, to_name, as_json):
     """Walk the whole queue onto the new base without stopping; print the report, keep nothing."""
-    from ..port import render
     from ..port.report import report
-    from ..port.reportfile import report_json, write_report
+    from ..port.reportfile import PortReported, write_report
 
     to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "report")
-    base_name = from_base.name
     reports = report(ctx.root, from_base, to_base, ctx.cache, ctx.progress)
     files = write_report(ctx.root, from_base, to_base, reports, ctx.progress)
-    if as_json:
-        emit_json(
-            report_json(reports, base_name, to_name)
-            | {"files": {"markdown": str(files.markdown), "json": str(files.json)}}
-        )
-    else:
-        for line in render.report_lines(reports):
-            click.echo(line)
-        click.echo("\n" + render.verdict_table(reports, base_name, to_name))
-        click.echo(render.summary_line(reports, base_name, to_name))
-        click.echo(f"report kept in {_shown(ctx, files.markdown)} and {_shown(ctx, files.json)}")
-    if not all(r.applied for r in reports):
-        sys.exit(EXIT_PORT)
+    emit(PortReported(ctx.root, from_base.name, to_name, reports, files))
 
 
 @port.command("start")
@@ -130,20 +108,24 @@ def port_start(ctx: Context, base_name, to_name, tree, force, as_json):
     """Start the port in the port tree; stop (exit 12) at the first patch needing you, else finish."""
     to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "start")
-    _finished(_session(ctx, to_name, tree).start(from_base, force), as_json)
+    emit(_session(ctx, to_name, tree).start(from_base, force))
 
 
 @port.command("continue")
 @to_option
 @tree_option
-@click.option("--verdict", default=None, help="The Verdict line of the resolved patch (one line).")
+@click.option(
+    "--verdict",
+    default=None,
+    help="The Verdict line of the resolved patch: 'still needed', 'still needed, fixed' or 're-expressed'.",
+)
 @click.option("--reason", default=None, help="The Reason line of the resolved patch (one line).")
 @force_option
 @json_option
 @pass_ctx
 def port_continue(ctx: Context, to_name, tree, verdict, reason, force, as_json):
     """Commit the staged resolution of the stopped patch and go on (after a crash: go on from there)."""
-    _finished(_session(ctx, to_name, tree).continue_(verdict, reason, force), as_json)
+    emit(_session(ctx, to_name, tree).continue_(verdict, reason, force))
 
 
 @port.command("skip")
@@ -156,7 +138,7 @@ def port_continue(ctx: Context, to_name, tree, verdict, reason, force, as_json):
 @pass_ctx
 def port_skip(ctx: Context, to_name, tree, reason, verdict, force, as_json):
     """Leave the stopped patch out of the new queue (what the tree held of it is kept in a ref)."""
-    _finished(_session(ctx, to_name, tree).skip(reason, verdict, force), as_json)
+    emit(_session(ctx, to_name, tree).skip(reason, verdict, force))
 
 
 @port.command("abort")
@@ -166,14 +148,7 @@ def port_skip(ctx: Context, to_name, tree, reason, verdict, force, as_json):
 @pass_ctx
 def port_abort(ctx: Context, to_name, tree, as_json):
     """Remove the port tree after keeping every commit, staged and unstaged change in a bundle."""
-    done = _session(ctx, to_name, tree).abort()
-    if as_json:
-        emit_json({"ok": True, "removed": str(done.tree), "bundle": str(done.bundle)})
-        return
-    click.echo(
-        f"removed {done.tree}; no queue was written; everything it held (commits, staged and unstaged "
-        f"changes, the port's state) is in {done.bundle} (git clone {done.bundle} gets it back)"
-    )
+    emit(_session(ctx, to_name, tree).abort())
 
 
 @port.command("status")
@@ -183,18 +158,14 @@ def port_abort(ctx: Context, to_name, tree, as_json):
 @pass_ctx
 def port_status(ctx: Context, to_name, tree, as_json):
     """Where the port stands: done, stopped (and its unmerged files), todo, and the next command."""
-    from ..port import render
+    from ..port.render import PortStatus
 
     session = _session(ctx, to_name, tree)
     state = session.status()
     unmerged = session.unmerged() if state.port.current else []
     next_step = session.next_step(state, unmerged)
     hints.record(next_step)
-    if as_json:
-        emit_json(render.status_json(session.path, state, unmerged, next_step))
-        return
-    for line in render.status_lines(session.path, state, unmerged, next_step):
-        click.echo(line)
+    emit(PortStatus(session.path, state, unmerged, next_step))
 
 
 @port.command("finish")
@@ -205,36 +176,7 @@ def port_status(ctx: Context, to_name, tree, as_json):
 @pass_ctx
 def port_finish(ctx: Context, to_name, tree, force, as_json):
     """Write the new base's queue and PORT.md from the port tree, lint them (refuses a changed queue)."""
-    _finished(_session(ctx, to_name, tree).finish(force), as_json)
-
-
-def _finished(done, as_json) -> None:
-    from ..port import render
-
-    state, queue = done.state, done.queue
-    if as_json:
-        emit_json(
-            {
-                "state": render.status_json(done.tree, state),
-                "exported": [vars(e) for e in done.exported],
-                "problems": done.problems,
-                "backup": str(done.backup) if done.backup else None,
-            }
-        )
-    else:
-        for e in done.exported:
-            click.echo(e.line(queue.patches))
-        for prob in done.problems:
-            click.echo(prob, err=True)
-        skipped = [d for d in state.port.done if d.status == "skipped"]
-        click.echo(
-            f"port -> {state.base} finished: {sum(e.status != 'removed' for e in done.exported)} patches in "
-            f"{queue.series}, {len(skipped)} skipped (see {queue.patches}/PORT.md); "
-            + ("lint + style gate: ok" if not done.problems else f"{len(done.problems)} problem(s)")
-            + (f"; the files it replaced are in {done.backup}" if done.backup else "")
-        )
-    if done.problems:
-        sys.exit(EXIT_LINT)
+    emit(_session(ctx, to_name, tree).finish(force))
 
 
 COMMANDS = [port]

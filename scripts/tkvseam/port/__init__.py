@@ -6,5 +6,6 @@
 - ``report``: the one-shot report walk (``port report``);
 - ``render``: all port text (report, verdict table, PORT.md, stop, status);
 - ``session``: the resumable port, one method per verb (``PortSession``);
+- ``journal``: what the port tree records of its port, so that no crash loses or repeats a step;
 - ``finish``: writing the new base's queue (``port finish``), never over reviewed work by surprise.
 """

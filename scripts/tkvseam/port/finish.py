@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from .. import hints
+from ..answer import Answer, plain
 from ..bases.pins import Base
-from ..errors import RefusedError, SeamError
+from ..errors import EXIT_LINT, RefusedError, SeamError
 from ..progress import Progress
 from ..tree.seamtree import SeamTree
 from ..edit.refresh import (
     VERDICTS,
     Exported,
+    ExportStatus,
     changed_files,
     export_texts,
     queue_digest,
@@ -32,9 +35,9 @@ from ..edit.refresh import (
 from ..fsutil import atomic_write
 from ..queue.lint import lint
 from ..queue.series import Queue
-from ..tree.state import PortProgress, TreeState
+from ..tree.state import DoneStatus, PortProgress, TreeState
 from ..edit.stylecheck import stylecheck
-from .render import WHY, port_md
+from .render import WHY, port_md, status_json
 
 
 class PortContext(Protocol):
@@ -55,13 +58,40 @@ class PortContext(Protocol):
 
 
 @dataclass
-class Finished:
+class Finished(Answer):
+    """The new base's queue written (``port finish``, or a verb that went through the last patch):
+    each file, the lint and style gate's problems (exit 6 when any), and where replaced files are."""
+
     tree: Path
     queue: Queue
     state: TreeState
     exported: list[Exported]
     problems: list[str]
     backup: Path | None = None  # the queue files finish replaced, as they were
+
+    def lines(self) -> list[str]:
+        skipped = [d for d in self.state.port.done if d.status == DoneStatus.SKIPPED]
+        written = sum(e.status != ExportStatus.REMOVED for e in self.exported)
+        return [e.line(self.queue.patches) for e in self.exported] + [
+            f"port -> {self.state.base} finished: {written} patches in {self.queue.series}, "
+            f"{len(skipped)} skipped (see {self.queue.patches}/PORT.md); "
+            + ("lint + style gate: ok" if not self.problems else f"{len(self.problems)} problem(s)")
+            + (f"; the files it replaced are in {self.backup}" if self.backup else "")
+        ]
+
+    def notes(self) -> list[str]:
+        return list(self.problems)
+
+    def to_json(self) -> dict:
+        return {
+            "state": status_json(self.tree, self.state),
+            "exported": [plain(e) for e in self.exported],
+            "problems": self.problems,
+            "backup": str(self.backup) if self.backup else None,
+        }
+
+    def exit_code(self) -> int:
+        return EXIT_LINT if self.problems else 0
 
 
 def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finished:
@@ -133,8 +163,14 @@ def check_queue(session: PortContext, p: PortProgress, force: bool) -> None:
         why.append(f"{queue.patches}/ changed since the port started (someone wrote it meanwhile)")
     if edits:
         why.append("it has uncommitted edits:\n" + "\n".join(f"    {st} {path}" for st, path in edits[:20]))
+    force_it = f"`{session.command('finish', FORCE='1')}` (keeps the files it replaces and lists them)"
+    if changed:  # committing or moving edits leaves it changed: only --force (or a new port) goes on
+        hint = (
+            f"see what is there (`{hints.shell('git', 'status', '--', queue.patches)}`, "
+            f"`{hints.shell('git', 'log', '--', queue.patches)}`), then write over it: {force_it}"
+        )
+    else:  # the queue the port found, with edits not committed: committing them is the way on
+        hint = f"commit or move those edits, then `{session.command('finish')}`; or {force_it}"
     raise RefusedError(
-        f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why),
-        hint=f"commit or move those edits, then `{session.command('finish')}`; or `{session.command('finish', FORCE='1')}` "
-        "(keeps the files it replaces and lists them)",
+        f"port finish would write over {session.to_base.name}'s queue, but " + "; and ".join(why), hint=hint
     )

@@ -7,7 +7,7 @@ parses a sentence back. ``to_json`` gives the report's JSON (the shape ``port re
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
 from ..queue.patch import PlacementKind
@@ -134,6 +134,42 @@ class PatchReport:
         data = asdict(self)
         data["obsolete"] = self.obsolete  # the evidence as sentences ("evidence" has the kinds)
         return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> PatchReport:
+        """The report ``to_json`` gave (a stopped port keeps it in its state); a field of an
+        unknown name is ignored, a value of the wrong kind raises (TypeError, ValueError, KeyError)."""
+        hunks = []
+        for h in data.get("hunks", []):
+            up = h.get("upstream")
+            hunks.append(
+                HunkReport(
+                    **{
+                        **_known(HunkReport, h),
+                        "kind": PlacementKind(h.get("kind", PlacementKind.EXACT)),
+                        "note_kind": HunkNote(h.get("note_kind", HunkNote.NONE)),
+                        "upstream": UpstreamRegion(**_known(UpstreamRegion, up)) if up is not None else None,
+                    }
+                )
+            )
+        return cls(
+            **{
+                **_known(cls, data),
+                "status": PatchStatus(data.get("status", PatchStatus.EXACT)),
+                "own": PatchStatus(data.get("own", PatchStatus.EXACT)),
+                "files": [
+                    FileReport(**{**_known(FileReport, f), "status": FileStatus(f["status"])})
+                    for f in data.get("files", [])
+                ],
+                "hunks": hunks,
+                "evidence": [Evidence(EvidenceKind(e["kind"]), e["text"]) for e in data.get("evidence", [])],
+            }
+        )
+
+
+def _known(cls, data: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def is_test_file(path: str) -> bool:

@@ -1,14 +1,18 @@
 """A port's findings as text: the report, the draft verdict table, PORT.md, stops and status.
 
 The one place port text is made; the CLI prints these lines, ``watch`` writes the tables.
-Table cells never break a row: ``|`` is escaped and line breaks become spaces.
+Table cells never break a row: ``|`` is escaped (``\\|``, which Markdown shows as ``|``) and line
+breaks become spaces.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from dataclasses import dataclass, field
+
 from .. import hints
+from ..answer import Answer
 from ..queue.patch import PlacementKind
 from ..tree.state import DoneStatus, PortProgress, TreeState
 from .model import APPLIED, HunkNote, HunkReport, PatchReport, PatchStatus
@@ -24,6 +28,11 @@ def port_command(
 ) -> str:
     """``make port VERB=<verb> TO=<to>`` for this port (``PORT_TREE=`` when not the default tree)."""
     return hints.port(verb, to_name, tree if tree is not None and tree != default else None, **variables)
+
+
+def git_c(tree: Path, *args: str) -> str:
+    """``git -C <tree> <args>`` as a hint (the tree quoted)."""
+    return hints.shell("git", "-C", tree, *args)
 
 
 # --------------------------------------------------------------------------- the report
@@ -164,9 +173,7 @@ def port_md(from_name: str, to_name: str, progress: PortProgress) -> str:
         "|---|---|---|---|",
     ]
     for d in progress.done:
-        rows.append(
-            f"| {cell(d.name)} | {d.status} | {cell(d.verdict)} | {cell(d.reason.replace('|', '/'))} |"
-        )
+        rows.append(f"| {cell(d.name)} | {d.status} | {cell(d.verdict)} | {cell(d.reason)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -182,7 +189,7 @@ def status_lines(
             + (f"  ({d.verdict}: {d.reason})" if d.status == DoneStatus.SKIPPED else "")
         )
     if p.current:
-        out.append(f"  STOPPED   {p.current}: {p.stopped['status'] if p.stopped else ''}")
+        out.append(f"  STOPPED   {p.current}: {p.stopped.status if p.stopped else ''}")
         out += [f"    unmerged: {path}" for path in unmerged or []]
     out += [f"  todo      {Path(rel).name}" for rel in p.todo]
     if p.finished:
@@ -209,7 +216,7 @@ def status_json(
         "series": p.series,
         "next": p.next,
         "current": p.current,
-        "stopped": p.stopped,
+        "stopped": p.stopped.to_json() if p.stopped else None,
         "done": [
             {
                 "name": d.name,
@@ -225,3 +232,19 @@ def status_json(
         "todo": [Path(rel).name for rel in p.todo],
         "finished": p.finished,
     }
+
+
+@dataclass
+class PortStatus(Answer):
+    """``port status``: where the port stands (``status_lines``, ``status_json``) and the next command."""
+
+    tree: Path
+    state: TreeState
+    unmerged: list[str] = field(default_factory=list)
+    next_step: str | None = None
+
+    def lines(self) -> list[str]:
+        return status_lines(self.tree, self.state, self.unmerged, self.next_step)
+
+    def to_json(self) -> dict:
+        return status_json(self.tree, self.state, self.unmerged, self.next_step)

@@ -25,8 +25,12 @@ from .model import FileStatus, PatchReport
 from .tree import PortTree
 
 
-def refuse_direction(from_base: Base, to_base: Base) -> None:
-    """A port goes forward: onto another, newer base (a self-port or a backport is refused, exit 2)."""
+def refuse_direction(from_base: Base, to_base: Base, root: Path | None = None) -> None:
+    """A port goes forward: onto another, newer base (a self-port or a backport is refused, exit 2).
+
+    A backport's hint ports the older base's queue forward when it has one (in ``root``); else it
+    names a newer base to port onto (the older one has nothing to port).
+    """
     if from_base.name == to_base.name:
         raise UsageError(
             f"a port of {from_base.name}'s queue onto {to_base.name} itself: nothing to port "
@@ -42,11 +46,19 @@ def refuse_direction(from_base: Base, to_base: Base) -> None:
             hint="fix the version field in bases.toml",
         ) from e
     if older:
+        if root is None or (root / to_base.queue.series).is_file():
+            hint = f"port the older base's queue forward instead: {hints.port('start', from_base.name, BASE=to_base.name)}"
+        elif not (root / from_base.queue.series).is_file():  # neither has a queue
+            hint = f"{hints.tool('carried')}   (the bases with a queue: port one of them onto a newer base)"
+        else:  # the older base has no queue: nothing of it to port forward
+            hint = (
+                f"port {from_base.name}'s queue onto a newer base: "
+                f"{hints.port('start', '<newer-base>', BASE=from_base.name)} (`{hints.tool('bases')}` lists them)"
+            )
         raise UsageError(
             f"{to_base.name} ({to_base.version}) is not newer than {from_base.name} ({from_base.version}): "
             "a port goes forward only (a backport onto an older base is not supported)",
-            hint=f"port the older base's queue forward instead: "
-            f"{hints.port('start', from_base.name, BASE=to_base.name)}",
+            hint=hint,
         )
 
 
@@ -59,7 +71,7 @@ def report(
     root: Path, from_base: Base, to_base: Base, cache: Path, progress: Progress = QUIET
 ) -> list[PatchReport]:
     """Walk the whole queue of ``from_base`` onto ``to_base``; keep nothing but the report."""
-    refuse_direction(from_base, to_base)
+    refuse_direction(from_base, to_base, root)
     patches = read_series(root, from_base.queue, from_base.name).load()
     old, _ = base_repo(from_base, cache, progress=progress)
     new, _ = base_repo(to_base, cache, progress=progress)

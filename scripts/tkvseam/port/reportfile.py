@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import hints, layout
+from ..answer import Answer
 from ..bases.pins import Base
+from ..errors import EXIT_PORT
 from ..fsutil import atomic_write
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
@@ -31,6 +33,35 @@ NAMES = ("report.md", "report.json")
 class ReportFiles:
     markdown: Path
     json: Path
+
+
+@dataclass
+class PortReported(Answer):
+    """``port report``: every patch as it goes onto the new base, and where the report is kept
+    (exit 12 when a patch did not apply)."""
+
+    root: Path
+    from_name: str
+    to_name: str
+    reports: list[PatchReport]
+    files: ReportFiles
+
+    def lines(self) -> list[str]:
+        return [
+            *render.report_lines(self.reports),
+            "\n" + render.verdict_table(self.reports, self.from_name, self.to_name),
+            render.summary_line(self.reports, self.from_name, self.to_name),
+            f"report kept in {layout.shown(self.files.markdown, self.root)} and "
+            f"{layout.shown(self.files.json, self.root)}",
+        ]
+
+    def to_json(self) -> dict:
+        return report_json(self.reports, self.from_name, self.to_name) | {
+            "files": {"markdown": str(self.files.markdown), "json": str(self.files.json)}
+        }
+
+    def exit_code(self) -> int:
+        return 0 if all(r.applied for r in self.reports) else EXIT_PORT
 
 
 def report_dir(root: Path, to_name: str) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..answer import Answer
 from ..errors import EXIT_LINT
+from .message import verdict_problem
 from .patch import CONFLICT_MARKERS, MULTI_TRAILERS, REQUIRED_TRAILERS, Patch, PatchFormatError, parse_file
 from .series import DEFAULT_QUEUE, Queue, parse_series_text, patch_filename
 
@@ -105,6 +106,9 @@ def lint(root: Path, queue: Queue = DEFAULT_QUEUE) -> list[Problem]:
         for key in REQUIRED_TRAILERS:
             if not h.get(key):
                 problems.append(Problem(name, f"header lacks the {key}: field"))
+        for verdict in h.get("Verdict"):
+            if verdict_problem(verdict):
+                problems.append(Problem(name, f"header: {verdict_problem(verdict)}"))
         if not h.tests and not h.get("Checks"):
             problems.append(Problem(name, "header names no Tests: (or Checks: for a patch without tests)"))
         for node in h.tests + h.guards:

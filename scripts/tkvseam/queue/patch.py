@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from .. import git, hints
 from ..errors import ApplyError, SeamError
 
 REQUIRED_TRAILERS = ("Verdict", "Reason", "Upstream", "Depends-on")
@@ -240,11 +241,7 @@ def parse_text(text: str, name: str, path: Path | None = None) -> Patch:
     try:
         pset = PatchSet(text[idx + 1 :])
     except UnidiffParseError as e:
-        raise PatchFormatError(
-            name,
-            f"corrupt or truncated diff: {e}",
-            hint=f"restore {name} from git (git checkout -- patches/{name}) or re-export it",
-        ) from e
+        raise PatchFormatError(name, f"corrupt or truncated diff: {e}", hint=_restore_hint(name, path)) from e
     if len(pset) == 0:
         raise PatchFormatError(name, "the diff holds no file")
     files = []
@@ -275,6 +272,16 @@ def parse_text(text: str, name: str, path: Path | None = None) -> Patch:
             raise PatchFormatError(name, "a file with neither source nor target")
         files.append(FileChange(old, new, mode, pfile))
     return Patch(name=name, path=path or Path(name), text=text, header=header, files=files)
+
+
+def _restore_hint(name: str, path: Path | None) -> str:
+    """How to get a damaged patch file back: from git when git tracks it (its own path, which runs
+    from anywhere in the project), else by exporting it again from its build tree."""
+    again = "re-export it from the build tree that holds its commit (`make refresh BASE=<base>`)"
+    if path is not None and path.is_absolute() and git.toplevel(path.parent) is not None:
+        if git.exists_at(path.parent, "HEAD", f"./{path.name}"):
+            return f"restore {name} from git (`{hints.shell('git', 'checkout', '--', path)}`), or {again}"
+    return again
 
 
 def parse_file(path: Path) -> Patch:

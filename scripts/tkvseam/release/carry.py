@@ -20,8 +20,9 @@ Nothing else is edited by hand: ``make test`` takes the new base from ``bases.to
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
@@ -30,9 +31,17 @@ from . import seamtable
 from ..bases.pins import Base, load_bases
 from ..bases.carried import carried_before
 from .cpulock import lock_cpu
-from ..errors import PortStopped, SeamError, UsageError
+from ..answer import Answer
+from ..edit.refresh import Exported
+from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
+from ..queue.message import VERDICTS, verdict_problem
 from .pin import parse_release, pin
 from ..progress import QUIET, Progress
+
+if TYPE_CHECKING:
+    from ..port.finish import Finished
+
+WHY = "'<why>'"  # the placeholder of a reason, quoted: it runs as written once filled in
 
 
 @dataclass
@@ -46,17 +55,35 @@ class Step:
 
 
 @dataclass
-class CarryResult:
+class CarryResult(Answer):
+    """What ``carry`` did, step by step; the new queue's files and its lint and style problems (exit 6)."""
+
     base: str
     source: str  # the base whose queue is ported
     carried: bool = False  # the port finished: the base's queue is written
     steps: list[Step] = field(default_factory=list)
-    exported: list[dict] = field(default_factory=list)  # the new queue's files: name, status
+    exported: list[Exported] = field(default_factory=list)  # the new queue's files
     problems: list[str] = field(default_factory=list)  # lint and style gate of the new queue
     backup: str | None = None  # where the port's finish kept queue files it replaced
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def lines(self) -> list[str]:
+        return (
+            [f"  {step.line()}" for step in self.steps]
+            + [f"  {e.label:9} {e.name}" for e in self.exported]
+            + [
+                f"{self.base}: carried"
+                + (f" (ported from {self.source})" if self.source else "")
+                + (f"; {len(self.problems)} lint/style problem(s) in its queue" if self.problems else "")
+                + (f"; the queue files it replaced are in {self.backup}" if self.backup else "")
+                + f"; next: make test BASE={self.base}"
+            ]
+        )
+
+    def notes(self) -> list[str]:
+        return list(self.problems)
+
+    def exit_code(self) -> int:
+        return EXIT_LINT if self.problems else 0
 
 
 @dataclass
@@ -91,7 +118,13 @@ def carry(
 ) -> CarryResult:
     """Carry release ``version`` (see the module docstring); PortStopped (exit 12) at a stop."""
     opts = options or Options()
-    wanted = parse_release(version)
+    wanted = parse_release(version, "carry")
+    if opts.verdict and verdict_problem(opts.verdict):
+        raise UsageError(
+            f"--verdict: {verdict_problem(opts.verdict)} (a patch that goes is skipped: "
+            f"{hints.port('skip', f'v{wanted}', REASON=WHY)})",
+            hint=hints.make("carry", VERSION=str(wanted), VERDICT=VERDICTS[0]),
+        )
     bases = load_bases(bases_file, root)
     steps: list[Step] = []
     base = _pinned(bases, wanted)
@@ -107,7 +140,7 @@ def carry(
         steps.append(Step("pin", pinned.status, f"commit {pinned.commit_prefix}, {base.sdist.filename}"))
     else:
         steps.append(Step("pin", "pinned", f"{base.name} is in {bases_file.name} already"))
-    session = _Port(root, base, cache, progress)
+    session = _Port(root, bases_file, base, cache, progress)
     if _queue_exists(root, base) and not session.in_progress():
         steps.append(Step("port", "carried", f"{base.queue.series} exists"))
         return CarryResult(base.name, "", True, steps)
@@ -153,7 +186,7 @@ def _stop_hint(tree: Path, base: Base) -> str:
         f"resolve in {hints.quote(tree)}, `{hints.shell('git', '-C', tree, 'add', '<files>')}`, edit "
         f"Verdict/Reason in {hints.quote(tree / '.git' / 'tkv-seam-port-msg')} (or pass VERDICT= and REASON= "
         f"to make carry), then `{again}` again (it continues the port); to leave the patch out: "
-        f"`{hints.port('skip', base.name, REASON='<why>')}`, then `{again}`"
+        f"`{hints.port('skip', base.name, REASON=WHY)}`, then `{again}`"
     )
 
 
@@ -191,35 +224,23 @@ class _Port:
     """The resumable port onto ``base`` in ``build/port-<base>``: ``port.PortSession``, the port
     verbs driven by code."""
 
-    def __init__(self, root: Path, base: Base, cache: Path, progress: Progress):
+    def __init__(self, root: Path, bases_file: Path, base: Base, cache: Path, progress: Progress):
         from ..port.session import PortSession
 
-        self.session = PortSession(root, base, None, cache, progress)
+        self.session = PortSession(root, base, None, cache, progress, bases_file)
         self.tree = self.session.path
 
-    def _state(self):
-        return self.session.seam.load()
-
     def in_progress(self) -> bool:
-        state = self._state()
+        state = self.session.seam.load()
         return state is not None and state.port_in_progress
 
     def source(self) -> str | None:
-        return self._state().port.from_base if self.in_progress() else None
+        """The base the port in progress started from (None when none is in progress)."""
+        state = self.session.seam.load()
+        return state.port.from_base if state is not None and state.port_in_progress else None
 
-    def start(self, source: Base):
-        return _done(self.session.start(source))
+    def start(self, source: Base) -> Finished:
+        return self.session.start(source)
 
-    def continue_(self, verdict: str | None, reason: str | None):
-        return _done(self.session.continue_(verdict, reason))
-
-
-def _done(finished) -> _Done:
-    return _Done([dict(vars(e)) for e in finished.exported], finished.problems, finished.backup)
-
-
-@dataclass
-class _Done:
-    exported: list[dict]  # name, status ("added", "updated", "unchanged", "removed")
-    problems: list[str]
-    backup: Path | None = None  # queue files the port's finish replaced, as they were
+    def continue_(self, verdict: str | None, reason: str | None) -> Finished:
+        return self.session.continue_(verdict, reason)

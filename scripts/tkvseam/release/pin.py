@@ -63,14 +63,16 @@ class PinResult(Answer):
         ]
 
 
-def parse_release(text: str) -> Version:
-    """``0.34.0`` or ``v0.34.0`` as a PEP 440 version; a usage error (exit 2) otherwise."""
+def parse_release(text: str, verb: str = "pin") -> Version:
+    """``0.34.0`` or ``v0.34.0`` as a PEP 440 version; a usage error (exit 2) otherwise, whose hint
+    lists the releases there are and names ``make <verb>`` (the command the user ran)."""
     try:
         return Version(text.removeprefix("v"))
     except InvalidVersion as e:
         raise SeamError(
-            f"{text!r} is not a PEP 440 version",
-            hint=hints.make("pin", VERSION="0.34.0"),
+            f"{text!r} is not a PEP 440 version (a vLLM release is e.g. 0.34.0)",
+            hint=f"`{hints.make('watch')}` lists the releases newer than the carried base; then "
+            f"`{hints.make(verb, VERSION='<version>')}`",
             exit_code=EXIT_USAGE,
         ) from e
 

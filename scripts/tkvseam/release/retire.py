@@ -44,7 +44,7 @@ from ..outputs import symlink_on_the_way
 from ..progress import QUIET, Progress
 from ..queue.series import DEFAULT_QUEUE, Queue, parse_series_text
 from ..tree.seamtree import SeamTree
-from ..tree.state import STATE, TreeState
+from ..tree.state import STATE, Kind, TreeState
 
 
 @dataclass
@@ -172,6 +172,17 @@ def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
     return own, others
 
 
+def _keeper(tree: SeamTree, name: str) -> str | None:
+    """How to keep what ``tree`` holds before it goes: refresh a build tree's commits into the queue;
+    abort a port in progress (its bundle holds all of it); a finished port only with FORCE=1 (None)."""
+    state = tree.load()
+    if state is not None and state.kind == Kind.PORT:
+        return (
+            f"`{hints.port('abort', name)}` keeps all of it in a bundle" if state.port_in_progress else None
+        )
+    return f"commit it, then `{hints.make('refresh', BASE=name)}`"
+
+
 def _tree_problem(tree: SeamTree, rerun: str) -> str | None:
     """Why ``tree`` (a build or port tree) may not simply be deleted, or None (absent, or a tree
     the tool made holding nothing of yours): ``SeamTree.removal_problem``, the one rule."""
@@ -226,9 +237,11 @@ def _retire(root, bases_file, name, base, queue, lock, trees, cache, force, prog
     problems = {t.path: p for t in trees if (p := _tree_problem(t, rerun))}
     if problems and not force:
         lines = "\n".join(f"  {t.relative_to(root)}: {p}" for t, p in problems.items())
+        keeps = [k for t in trees if t.path in problems and (k := _keeper(t, name))]
         raise RefusedError(
             f"retiring {name} would delete trees holding work the tool did not record:\n{lines}",
-            hint=f"keep it first (e.g. `make refresh BASE={name}`), or `make retire BASE={name} FORCE=1` "
+            hint=(f"keep it first ({'; '.join(keeps)}), or " if keeps else "")
+            + f"`make retire BASE={name} FORCE=1` "
             f"(each such tree is then kept in {layout.shown(layout.dropped(root), root)}/: a bundle of a git tree, "
             "else moved there)",
         )

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import SeamError
 from ..fsutil import atomic_write
+from ..port.model import PatchReport
 
 SCHEMA = 2
 STATE = "tkv-seam.json"  # inside the tree's .git directory
@@ -78,14 +79,14 @@ class Committing:
 class PortProgress:
     """Where a port stands. ``series`` lists the old queue's patch files (project-relative);
     ``next`` is the index of the first patch not yet through; ``current`` names it when the
-    port stopped there for a human (``stopped``: its report, ``PatchReport.to_json()``)."""
+    port stopped there for a human (``stopped``: what the port found of it, its ``PatchReport``)."""
 
     from_base: str
     old_commit: str
     series: list[str]
     next: int = 0
     current: str | None = None
-    stopped: dict | None = None
+    stopped: PatchReport | None = None
     done: list[DonePatch] = field(default_factory=list)
     finished: bool = False
     queue_digest: str = ""  # the target queue as the port found it (finish refuses another)
@@ -133,7 +134,10 @@ class TreeState:
         return tree / ".git" / STATE
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA, **asdict(self)}
+        data = asdict(self)
+        if self.port is not None and self.port.stopped is not None:
+            data["port"]["stopped"] = self.port.stopped.to_json()  # as ``port report --json`` shows it
+        return {"schema": SCHEMA, **data}
 
     def save(self, tree: Path) -> None:
         """Write the state atomically (a crash leaves the old file or the new one, never half)."""
@@ -198,6 +202,8 @@ def _progress(data: dict) -> PortProgress:
     data["done"] = [
         DonePatch(**{**_known(DonePatch, d), "status": DoneStatus(d["status"])}) for d in data.get("done", [])
     ]
+    stopped = data.get("stopped")
+    data["stopped"] = PatchReport.from_json(stopped) if stopped is not None else None
     c = data.get("committing")
     data["committing"] = (
         Committing(**{**_known(Committing, c), "status": DoneStatus(c["status"])})

@@ -1,0 +1,35 @@
+"""carry's hints run as written and are the next step (issue 26): a stop's skip hint quotes its
+reason placeholder, a version that is no version is answered with the releases there are and
+``make carry``, and a verdict no queue patch may have is refused before anything is done."""
+
+from __future__ import annotations
+
+import shlex
+
+from ..fixtures.carry import carry, cproject, releases, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carrying import NEW, NEW_NAME
+
+
+def test_a_stop_hints_a_skip_whose_reason_placeholder_is_quoted(cproject, wheels):  # noqa: F811
+    err = carry(cproject, wheels, expect=12).stderr
+    skip = f"make port VERB=skip TO={NEW_NAME} REASON='<why>'"
+    assert skip in err and "REASON=<why>" not in err  # unquoted, the shell reads <why> as a redirection
+    assert shlex.split(skip)[-1] == "REASON=<why>"  # filled in, it is one word
+
+
+def test_a_version_that_is_no_version_names_watch_and_carry_not_a_made_up_pin(cproject):  # noqa: F811
+    before = (cproject.root / "bases.toml").read_bytes()
+    err = cproject.cli("carry", "banana", expect=2).stderr
+    assert "'banana' is not a PEP 440 version" in err
+    assert "`make watch`" in err and "`make carry VERSION=<version>`" in err
+    assert "make pin" not in err and "0.34.0`" not in err
+    assert (cproject.root / "bases.toml").read_bytes() == before
+
+
+def test_carry_refuses_an_unknown_verdict_before_it_pins(cproject, wheels):  # noqa: F811
+    before = (cproject.root / "bases.toml").read_bytes()
+    err = carry(cproject, wheels, "--verdict", "bogus", "--reason", "x", expect=2).stderr
+    assert "Verdict 'bogus' is not one of 'still needed', 'still needed, fixed', 're-expressed'" in err
+    assert f"make carry VERSION={NEW} VERDICT='still needed'" in err
+    assert (cproject.root / "bases.toml").read_bytes() == before  # nothing pinned
+    assert not (cproject.root / "build" / f"port-{NEW_NAME}").exists()
