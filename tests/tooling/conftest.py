@@ -33,6 +33,9 @@ def _no_base_from_the_caller(monkeypatch):
     it to this process too. The tooling tests' bases are synthetic: a test that wants ``$BASE``
     sets it itself."""
     monkeypatch.delenv("BASE", raising=False)
+    # FRESH=1 (make test FRESH=1, .ci/run) is for the lanes running these tests, not for the
+    # synthetic lanes the tests run: a test that wants every step run sets it itself
+    monkeypatch.delenv("FRESH", raising=False)
 
 
 @pytest.fixture(scope="session")
