@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git, layout
+from ..errors import UsageError
 from ..progress import Progress, run_with_heartbeat, took
 from . import keys
 from .passes import Clock, PassBook, digest
@@ -34,6 +35,16 @@ class CommandLane:
     base: object | None = None  # bases.pins.Base
     env: tuple[str, ...] = ()
     plugin: bool = False
+
+    def __post_init__(self) -> None:
+        for rel in self.reads:
+            inside = os.path.normpath(os.path.join(self.root, rel))
+            if os.path.relpath(inside, self.root).split(os.sep)[0] == os.pardir:
+                raise UsageError(
+                    f"lane {self.name}: --reads {rel} is not a path in the project {self.root} "
+                    "(the key digests project files; name what the command reads there)",
+                    hint="tkv-seam seamtest lane --help",
+                )
 
     def key(self) -> str:
         parts = {
@@ -68,13 +79,18 @@ class CommandLane:
         out = sys.stderr.fileno() if quiet_stdout else None
 
         def command() -> int:
-            return subprocess.run(self.command, stdout=out).returncode
+            try:
+                return subprocess.run(self.command, stdout=out).returncode
+            except OSError as e:  # not found, not executable: as a shell says it
+                say(f"lane {self.name}{where}: cannot run {self.command[0]}: {e.strerror}")
+                return 127
 
         code = run_with_heartbeat(progress, f"lane {self.name}{where}", command, last)
         book.time(self.name, clock.seconds, cached=False, ok=code == 0)
         if code == 0:
-            book.record(self.name, key, clock.seconds)
-            say(f"lane {self.name}{where}: passed in {took(clock.seconds)} (recorded)")
+            recorded = book.record(self.name, key, clock.seconds) is not None
+            note = "recorded" if recorded else f"not recorded: {book.dir} is not writable as records"
+            say(f"lane {self.name}{where}: passed in {took(clock.seconds)} ({note})")
         else:
             spent = took(clock.seconds)
             say(f"lane {self.name}{where}: FAILED (exit {code}) after {spent}; nothing recorded")
