@@ -105,3 +105,17 @@ class CrashAt:
 @pytest.fixture
 def crash_at() -> CrashAt:
     return CrashAt()
+
+
+# --------------------------------------------------------------------------- lane counts
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under ``tkv-seam seamtest lane`` (``$TKV_SEAM_LANE_COUNTS`` names a file): write how many
+    tests passed, failed and were skipped, so a lane whose tests all skipped records no pass."""
+    path = os.environ.get("TKV_SEAM_LANE_COUNTS")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if not path or reporter is None:
+        return
+    counts = {k: len(reporter.stats.get(k, [])) for k in ("passed", "failed", "skipped", "error")}
+    Path(path).write_text(json.dumps(counts))

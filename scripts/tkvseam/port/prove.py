@@ -44,8 +44,7 @@ class _PortRunner(Runner):
         self.patches = self.port_patches
         self.base_commit, self.commits = self.port_chain[0], self.port_chain[1:]
         # the overlay: what the prefix changed in vllm/ (a resolution may touch files the old patch did not)
-        changed = git.changed_paths(self.tree, self.base_commit, self.commits[-1], ["vllm"], only="M")
-        self.paths = changed
+        self.overlay = git.changed_paths(self.tree, self.base_commit, self.commits[-1], ["vllm"], only="M")
 
 
 def prove_patch(

@@ -8,14 +8,18 @@ image lane's Docker engine) and, with ``--base``, the base's sdist, lock and tes
 queue and the build tree's tree id (the full series as applied) and, with ``--plugin``, the base's plugin
 pin. A recorded pass: the command is not run and the lane says ``cached pass from <time>``.
 Otherwise it runs (its output as it is; a heartbeat every 10 s on stderr) and, when it exits 0,
-its pass is recorded; a failure or a kill records nothing.
+its pass is recorded; a failure or a kill records nothing, and neither does a pytest run whose
+tests all skipped (tests/conftest.py writes the counts to ``$TKV_SEAM_LANE_COUNTS``): a skip is
+no pass.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,23 +82,44 @@ class CommandLane:
         clock = Clock()
         out = sys.stderr.fileno() if quiet_stdout else None
 
-        def command() -> int:
-            try:
-                return subprocess.run(self.command, stdout=out).returncode
-            except OSError as e:  # not found, not executable: as a shell says it
-                say(f"lane {self.name}{where}: cannot run {self.command[0]}: {e.strerror}")
-                return 127
+        with tempfile.TemporaryDirectory(prefix="tkv-seam-lane-") as scratch:
+            counts_file = Path(scratch) / "counts.json"
+            env = {**os.environ, "TKV_SEAM_LANE_COUNTS": str(counts_file)}
 
-        code = run_with_heartbeat(progress, f"lane {self.name}{where}", command, last)
+            def command() -> int:
+                try:
+                    return subprocess.run(self.command, stdout=out, env=env).returncode
+                except OSError as e:  # not found, not executable: as a shell says it
+                    say(f"lane {self.name}{where}: cannot run {self.command[0]}: {e.strerror}")
+                    return 127
+
+            code = run_with_heartbeat(progress, f"lane {self.name}{where}", command, last)
+            counts = _counts(counts_file)
         book.time(self.name, clock.seconds, cached=False, ok=code == 0)
-        if code == 0:
-            recorded = book.record(self.name, key, clock.seconds) is not None
+        skipped = counts.get("skipped", 0)
+        if code == 0 and skipped and not counts.get("passed"):
+            # a skipped test is no coverage: a lane whose tests all skipped ran nothing to record
+            say(f"lane {self.name}{where}: no test ran ({skipped} skipped); nothing recorded")
+        elif code == 0:
+            data = {"skipped": skipped} if skipped else None
+            recorded = book.record(self.name, key, clock.seconds, data) is not None
             note = "recorded" if recorded else f"not recorded: {book.dir} is not writable as records"
-            say(f"lane {self.name}{where}: passed in {took(clock.seconds)} ({note})")
+            also = f", {skipped} skipped" if skipped else ""
+            say(f"lane {self.name}{where}: passed in {took(clock.seconds)}{also} ({note})")
         else:
             spent = took(clock.seconds)
             say(f"lane {self.name}{where}: FAILED (exit {code}) after {spent}; nothing recorded")
         return LaneRun(self.name, code, round(clock.seconds, 1), None)
+
+
+def _counts(path: Path) -> dict:
+    """What the lane's pytest wrote (tests/conftest.py's ``pytest_sessionfinish``); {} for a
+    command that is not pytest or wrote nothing readable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}
 
 
 @dataclass

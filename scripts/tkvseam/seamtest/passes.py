@@ -75,7 +75,9 @@ class Record:
 
     @property
     def line(self) -> str:
-        return f"cached pass from {self.when} (took {self.seconds:.0f} s; FRESH=1 runs it again)"
+        skipped = self.data.get("skipped") if isinstance(self.data, dict) else None
+        also = f", {skipped} skipped" if skipped else ""
+        return f"cached pass from {self.when} (took {self.seconds:.0f} s{also}; FRESH=1 runs it again)"
 
 
 @dataclass

@@ -128,6 +128,7 @@ class Runner:
     base_commit: str = ""
     commits: list[str] = field(default_factory=list)
     passes: PassBook | None = None  # what passed (None: nothing remembered, every job runs)
+    overlay: list[str] | None = None  # the vllm/ files staged into a slot (None: the patches' own)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _installed: dict[int, str] = field(default_factory=dict, repr=False)
     _keys: dict[str, str] = field(default_factory=dict, repr=False)  # job label -> key at its start
@@ -148,7 +149,7 @@ class Runner:
 
     @property
     def paths(self) -> list[str]:
-        return overlay_paths(self.patches)
+        return overlay_paths(self.patches) if self.overlay is None else self.overlay
 
     @property
     def chain(self) -> list[str]:

@@ -208,3 +208,32 @@ def test_old_records_of_a_name_go_and_a_longer_names_stay(tmp_path):
     assert book.lookup("full-series-cuda-alike", "c" * 64) is not None
     kept = [i for i in range(6) if book.lookup("full-series", f"{i:x}" * 64)]
     assert kept == [2, 3, 4, 5]
+
+
+def _writes_counts(**counts) -> list[str]:
+    body = f"import json, os; open(os.environ['TKV_SEAM_LANE_COUNTS'], 'w').write(json.dumps({counts!r}))"
+    return [sys.executable, "-c", body]
+
+
+def test_a_command_lane_whose_tests_all_skipped_records_no_pass(project):
+    (project.root / "tests").mkdir()
+    skipped = lane(project, *_writes_counts(passed=0, skipped=8), reads=("tests",))
+    assert skipped.exit_code == 0 and "no test ran (8 skipped); nothing recorded" in skipped.stderr
+    again = lane(project, *_writes_counts(passed=0, skipped=8), reads=("tests",))
+    assert "cached pass" not in again.stderr  # it runs again: a skip is no pass
+    some = lane(project, *_writes_counts(passed=3, skipped=1), reads=("tests",))
+    assert some.exit_code == 0 and "passed in" in some.stderr and "1 skipped" in some.stderr
+    cached = lane(project, *_writes_counts(passed=3, skipped=1), reads=("tests",))
+    assert "cached pass from " in cached.stderr and "1 skipped" in cached.stderr
+
+
+def test_the_projects_conftest_writes_the_counts_a_lane_reads(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n\ndef test_a():\n    pass\n\ndef test_b():\n    pytest.skip('no engine')\n"
+    )
+    out = tmp_path / "counts.json"
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "TKV_SEAM_LANE_COUNTS": str(out), "PYTHONPATH": str(root)}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+    subprocess.run([*args, str(tmp_path)], env=env, cwd=tmp_path, check=True, capture_output=True)
+    assert json.loads(out.read_text()) == {"passed": 1, "failed": 0, "skipped": 1, "error": 0}
