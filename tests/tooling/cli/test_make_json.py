@@ -107,5 +107,7 @@ def test_a_usage_error_of_a_json_target_is_one_object_too(case, project, tmp_pat
     proc = make_json(project, tmp_path, target, *args)
     assert proc.returncode == 2, proc.stderr
     data = one_object(target, proc)
-    assert data["ok"] is False and data["exit_code"] == 2 and data["error"].startswith(("usage:", "make port:"))
+    assert (
+        data["ok"] is False and data["exit_code"] == 2 and data["error"].startswith(("usage:", "make port:"))
+    )
     assert data["error"] in proc.stderr  # the same words as without JSON=1
