@@ -121,6 +121,21 @@ def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through
     assert "+    return product(a, a)" in patch and "fixed by hand" in patch  # the user's message kept
 
 
+@pytest.mark.parametrize("body", ["[1]\n", '{"0001-cache-tweak.patch": "ok"}\n', "{cut"])
+def test_a_gate_record_edited_into_something_else_is_no_crash(gproject, wheels, body):  # noqa: F811
+    tree = _tree(gproject)
+    carry(gproject, wheels, expect=12)  # 0001 went in by itself (recorded), 0002 stops
+    (tree / ".git" / "tkv-seam-port-gate.json").write_text(body)
+    resolve_as_product(tree)
+    assert "stopped at 0003-use-mul.patch: breaks" in carry(gproject, wheels, expect=12).stderr
+    fix_square(tree)
+    out = json.loads(carry(gproject, wheels, "--json").output)
+    assert out["carried"]
+    rows = {row["name"]: row for row in out["by_themselves"]}
+    assert rows["0001-cache-tweak.patch"]["gate"] == "not run"  # its entry was lost: said, not made up
+    assert rows["0004-docs-line.patch"]["gate"] == "ok"
+
+
 def test_a_one_run_carry_runs_the_style_gate(one_patch, wheels):  # noqa: F811
     """No stop: the port is onto the Base with the .seam table carry just wrote (its ruff pin)."""
     out = json.loads(carry(one_patch, wheels, "--json").output)
