@@ -49,6 +49,14 @@ class CommandLane:
                     "(the key digests project files; name what the command reads there)",
                     hint="tkv-seam seamtest lane --help",
                 )
+            made = os.path.relpath(layout.build(self.root), self.root)
+            there = os.path.relpath(inside, self.root)
+            if there == os.curdir or there == made or there.startswith(made + os.sep):
+                raise UsageError(
+                    f"lane {self.name}: --reads {rel} holds {made}/, the tool's own trees and pass "
+                    "records (a key over them changes with every run; --base keys the build tree)",
+                    hint="tkv-seam seamtest lane --help",
+                )
 
     def key(self) -> str:
         parts = {

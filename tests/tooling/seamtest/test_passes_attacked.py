@@ -121,6 +121,14 @@ def test_reads_outside_the_project_are_refused(project, outside):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("reads", [".", "", "build", "build/passes", "tests/.."])
+def test_reads_of_the_tools_own_build_directory_are_refused(project, reads):
+    (project.root / "tests").mkdir()
+    result = lane(project, *OK, reads=(reads,))
+    assert result.exit_code == 2, result.stderr
+    assert "holds build/, the tool's own trees and pass records" in result.stderr
+
+
 def test_a_change_under_a_symlinked_directory_runs_the_lane_again(project, tmp_path):
     (project.root / "tests").mkdir()
     shared = tmp_path / "shared"
