@@ -121,6 +121,19 @@ def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through
     assert "+    return product(a, a)" in patch and "fixed by hand" in patch  # the user's message kept
 
 
+def test_a_conflict_resolution_committed_by_hand_is_gated_and_goes_on(gproject, wheels):  # noqa: F811
+    tree = _tree(gproject)
+    carry(gproject, wheels, expect=12)  # 0002: conflict
+    resolve_as_product(tree)
+    message = (tree / ".git" / "tkv-seam-port-msg").read_text()
+    _commit_by_hand(tree, message.replace("Adds mul().", "Adds product(), by hand."))
+    stop = carry(gproject, wheels, expect=12).stderr  # 0002 through the gate, then 0003's breaks
+    assert "stopped at 0003-use-mul.patch: breaks" in stop
+    status = json.loads(gproject.cli("port", "status", "--to", NEW_NAME, "--json").output)
+    assert [(d["name"], d["status"]) for d in status["done"]][-1] == ("0002-add-mul.patch", "resolved")
+    assert "by hand" in git.commit_info(tree, "HEAD").message
+
+
 @pytest.mark.parametrize("body", ["[1]\n", '{"0001-cache-tweak.patch": "ok"}\n', "{cut"])
 def test_a_gate_record_edited_into_something_else_is_no_crash(gproject, wheels, body):  # noqa: F811
     tree = _tree(gproject)
