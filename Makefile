@@ -20,6 +20,10 @@ user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUD
 base_origin := $(origin BASE)
 $(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
   $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
+# JSON=0 (no, false) is off, as PROVE=0 is: any other value asks for the one JSON object.
+ifneq ($(filter 0 no false,$(value JSON)),)
+override JSON :=
+endif
 # A path pasted into a recipe line, quoted for the shell when it holds more than a plain path:
 # $(call sh,$(VENV)).
 shell_meta := ' " ` $$ ; & | < > ( ) \ * ? [ ] ~ ! { } ^ \#

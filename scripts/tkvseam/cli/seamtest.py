@@ -298,7 +298,7 @@ class Times(Answer):
                 f"{row['name']:34} {str(row.get('base') or '-'):8} {row['seconds']:>8.1f}  "
                 f"{str(row.get('load') or '-'):>5} {str(row.get('cores') or '-'):>5}  {row['when']}"
             )
-        return out or ["no timing recorded yet (make test records one)"]
+        return out if self.rows else ["no timing recorded yet (make test records one)"]
 
     def to_json(self) -> dict:
         return {"timings": self.rows}

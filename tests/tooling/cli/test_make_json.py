@@ -111,3 +111,11 @@ def test_a_usage_error_of_a_json_target_is_one_object_too(case, project, tmp_pat
         data["ok"] is False and data["exit_code"] == 2 and data["error"].startswith(("usage:", "make port:"))
     )
     assert data["error"] in proc.stderr  # the same words as without JSON=1
+
+
+@pytest.mark.parametrize("off", ["0", "no", "false"])
+def test_json_0_is_off_as_prove_0_is(off, project, tmp_path):
+    proc = make_json(project, tmp_path, "times", f"JSON={off}")
+    assert proc.returncode == 0, proc.stderr
+    assert "no timing recorded yet (make test records one)" in proc.stdout, proc.stdout
+    assert not proc.stdout.lstrip().startswith("{")
