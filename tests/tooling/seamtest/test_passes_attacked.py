@@ -177,3 +177,27 @@ def test_a_timing_record_that_is_a_symlink_is_not_written_through(project, tmp_p
     timings.symlink_to(target)
     assert lane(project, *OK).exit_code == 0
     assert target.read_text() == "keep\n"
+
+
+def test_a_record_another_run_removed_meanwhile_is_skipped(tmp_path, monkeypatch):
+    """Two runs of one step at once: each drops the oldest records; one already gone is no crash."""
+    book = PassBook(tmp_path, "v9.9.9")
+    for i in range(4):
+        book.record("full-series", f"{i:x}" * 64, 1.0)
+    gone = book.dir / ("full-series-" + "0" * 24 + ".json")
+    cls = type(gone)
+    real = {name: getattr(cls, name) for name in ("stat", "lstat")}
+
+    def racing(name):
+        def call(self, *args, **kw):
+            if self == gone:
+                self.unlink(missing_ok=True)  # the other run removed it between the listing and this
+            return real[name](self, *args, **kw)
+
+        return call
+
+    for name in real:
+        monkeypatch.setattr(cls, name, racing(name))
+    assert book.record("full-series", "9" * 64, 1.0) is not None
+    monkeypatch.undo()
+    assert [i for i in (1, 2, 3, 9) if book.lookup("full-series", f"{i:x}" * 64)] == [1, 2, 3, 9]
