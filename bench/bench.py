@@ -12,8 +12,9 @@
    seconds of the process (wall seconds beside: load stretches those). Reported:
    the min and the median of the per-round ratios, their quartiles and spread.
    Target: median ratio <= 1.05.
-3. Fused pages: blocks for a fused 6-layer set vs an unfused control of the same
-   bytes, on the patched planner and on stock.
+3. Mixed widths: blocks for six layers of turbo-attn 0.70.1's spec design (widths out of ==,
+   fused by merge()) vs an unfused control of the same bytes, on the patched planner and on
+   stock (v0.31.0/v0.32.0 plan a fused page, v0.33.0 a page per layer).
 
 Usage: .venv/bin/python bench/bench.py [--base v0.31.0] [--repeat 6] [--rounds 15]
        [--skip-cold] [--skip-apply] [--json out.json]
@@ -289,39 +290,53 @@ def main() -> int:
 
 FUSED_PROBE = """
 import importlib, json, sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 import torch
-get_kv_cache_config_from_groups = importlib.import_module(sys.argv[1]).get_kv_cache_config_from_groups
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheGroupSpec
+planner = importlib.import_module(sys.argv[1])
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheGroupSpec, UniformTypeKVCacheSpecs
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
-SLOTS = (544, 544, 544, 480, 544, 608)
+WIDTHS = (544, 544, 544, 480, 544, 608)  # bytes per token of six layers; their mean is 544
 
+# turbo-attn 0.70.1's spec design: a width that takes no part in ==, and a merge() that fuses
+# layers of other widths into one spec whose page holds all of theirs.
 @dataclass(frozen=True, kw_only=True)
-class FusedSpec(FullAttentionSpec):
-    slot_bytes: tuple = SLOTS
+class WidthSpec(FullAttentionSpec):
+    width: int = field(default=544, compare=False, hash=False)
+    fused: tuple = field(default=(), compare=False, hash=False)
     @property
-    def page_size_bytes(self):
-        return sum(self.slot_bytes) * self.block_size
+    def num_heads(self):
+        return 1
+    @property
+    def state_content_size_bytes(self):
+        return sum(self.fused) or self.width
     @property
     def aggregated_layer_count(self):
-        return len(self.slot_bytes)
+        return len(self.fused) or 1
+    @classmethod
+    def merge(cls, specs):
+        if len({s.width for s in specs}) == 1:
+            return specs[0]
+        return replace(specs[0], fused=tuple(s.width for s in specs))
 
 names = [f"model.layers.{i}.self_attn.attn" for i in range(6)]
-fused = FusedSpec(block_size=16, num_kv_heads=1, head_size=16, dtype=torch.uint8)
-# K and V per layer: 2 x 16 tokens x 272 B = 544 B per token, the fused slots' mean
-control = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=272, dtype=torch.uint8)
 cfg = SimpleNamespace(
     cache_config=SimpleNamespace(num_gpu_blocks_override=None, prefix_cache_retention_interval=None,
                                  get_resolved_kv_cache_layout=lambda: KVCacheLayout.LBNHC),
     attention_config=SimpleNamespace(hisparse_config=None),
 )
 avail = 6 * 544 * 16 * 4000
-def blocks(spec):
-    groups = [KVCacheGroupSpec(names, spec)]
-    return get_kv_cache_config_from_groups(cfg, groups, avail).num_blocks
-print(json.dumps({"fused_blocks": blocks(fused), "control_blocks": blocks(control)}))
+def blocks(widths):
+    # the grouping get_kv_cache_groups gives a full-attention model
+    specs = {n: WidthSpec(block_size=16, num_kv_heads=1, head_size=16, dtype=torch.uint8, width=w)
+             for n, w in zip(names, widths)}
+    if planner.is_kv_cache_spec_uniform(specs):
+        groups = planner.create_kv_cache_group_specs(specs, [names])
+    else:
+        groups = [KVCacheGroupSpec(names, UniformTypeKVCacheSpecs(block_size=16, kv_cache_specs=specs))]
+    return planner.get_kv_cache_config_from_groups(cfg, groups, avail).num_blocks
+print(json.dumps({"fused_blocks": blocks(WIDTHS), "control_blocks": blocks((544,) * 6)}))
 """
 
 if __name__ == "__main__":

@@ -177,7 +177,10 @@ import inspect
 # the engine core forms them first
 planner = importlib.import_module(sys.argv[4])
 get_kv_cache_configs = planner.get_kv_cache_configs
-get_tensor_slots = planner.get_tensor_slots
+# The v0.31.0 and v0.32.0 queues plan fused pages (get_tensor_slots); v0.33.0's plans the
+# plugin's mixed widths per layer, through upstream's UniformTypeKVCacheSpecs.
+get_tensor_slots = getattr(planner, "get_tensor_slots", None)
+fused_pages = get_tensor_slots is not None
 takes_groups = "global_kv_cache_groups" in inspect.signature(get_kv_cache_configs).parameters
 get_global_kv_cache_groups = planner.get_global_kv_cache_groups if takes_groups else None
 
@@ -276,13 +279,17 @@ control_spec = dataclasses.replace(
 )
 available = 256 << 20
 fused_kv = plan(mixed, available)
-composite = fused_kv.kv_cache_groups[0].kv_cache_spec
+group_spec = fused_kv.kv_cache_groups[0].kv_cache_spec
+# what the plugin's merge makes of the layers (on v0.33.0 the planner does not keep it)
+composite = group_spec if fused_pages else type(specs[0]).merge(list(mixed.values()))
 control_kv = plan({name: control_spec for name in names}, available)
 # Stock v0.31 planning ignores aggregated_layer_count: the same composite spec with
 # its count at 1 is charged once per layer.
 stock_spec = dataclasses.replace(composite, _composite_layer_count=1)
 stock_kv = plan({name: stock_spec for name in names}, available)
 fused = dict(
+    fused_pages=fused_pages,
+    group_type=type_path(group_spec),
     layer_pages=[mixed[name].page_size_bytes for name in names],
     groups=[g.layer_names for g in fused_kv.kv_cache_groups],
     composite_type=type_path(composite),
@@ -299,14 +306,44 @@ fused = dict(
     stock_blocks=stock_kv.num_blocks,
 )
 
-# Two pipeline-parallel workers of half the layers each. Every worker keeps the plugin's fused
-# set (its slots, by position); the plugin reads each layer's region by name from the
-# composite's per_layer_offsets (composite_region_view), here over the worker's own bytes.
-from tkv.integrations.vllm._offsets import composite_region_view
+from tkv.integrations.vllm._offsets import composite_region_view, get_layer_offsets, layer_region
+from vllm.v1.worker.utils import allocate_kv_cache
 
+
+# Each layer's cache as the worker binds it (allocate_kv_cache, then the plugin's 3-D view) and
+# the region the plugin reads of it by name (layer_region over the offsets its merge published):
+# [name, width, first byte, end byte, allocation size, region is the view].
+def layer_views(kv, layers=None):
+    caches = allocate_kv_cache(kv, torch.device("cpu"), resolve_kv_cache_layout(config, [supported], specs))
+    raw = next(iter(caches.values())).untyped_storage()
+    views = []
+    offsets = get_layer_offsets()
+    for name, cache in caches.items():
+        if name not in (offsets if layers is None else layers):  # not one of the plugin's layers
+            continue
+        view = cache.squeeze(1)
+        start, end = offsets[name][:2]
+        region = layer_region(view, start, end)
+        first = view.data_ptr() - raw.data_ptr()
+        last = first + (view.shape[0] - 1) * view.stride(0) + view.shape[1] * view.shape[2]
+        views.append([name, view.shape[-1], first, last, raw.nbytes(), region.data_ptr() == view.data_ptr()
+                      and tuple(region.shape) == tuple(view.shape)])
+    return views
+
+
+fused["views"] = None if fused_pages else layer_views(fused_kv)
+fused["own_widths"] = {name: mixed[name].slot_size_bytes for name in names}
+
+# Two pipeline-parallel workers of half the layers each. With fused pages every worker keeps
+# the plugin's fused set (its slots, by position); the plugin reads each layer's region by name
+# from the composite's per_layer_offsets (composite_region_view), here over the worker's own
+# bytes. Planned per layer, each worker views its own layers at their own widths.
 half = len(names) // 2
 pp = []
 for kv in plan_workers([dict(list(mixed.items())[:half]), dict(list(mixed.items())[half:])], 4 << 20):
+    if not fused_pages:
+        pp.append(dict(group_type=type_path(kv.kv_cache_groups[0].kv_cache_spec), views=layer_views(kv)))
+        continue
     (group,) = kv.kv_cache_groups
     composite_spec = group.kv_cache_spec
     page = composite_spec.page_size_bytes
@@ -334,10 +371,20 @@ def plan_hybrid(specs_by_name):
         kv = plan(specs_by_name, 256 << 20)
     except Exception as e:
         return dict(raised=type(e).__name__, message=str(e))
-    return dict(groups=[[g.layer_names, g.kv_cache_spec.aggregated_layer_count] for g in kv.kv_cache_groups])
+    return dict(
+        groups=[[g.layer_names, getattr(g.kv_cache_spec, "aggregated_layer_count", 1)] for g in kv.kv_cache_groups]
+    )
 
 
 hybrid = dict(window_first=plan_hybrid({**window, **mixed}), full_first=plan_hybrid({**mixed, **window}))
+# The first layer kept at the model's dtype (as --kv-cache-dtype-skip-layers keeps it), the
+# others of mixed widths: the plugin's merge fails on the stock spec, so the model takes
+# upstream's UniformTypeKVCacheSpecs path with the plugin's equal-comparing specs in it.
+skipped = FullAttentionSpec(block_size=block_size, num_kv_heads=num_kv_heads, head_size=head_size, dtype=torch.bfloat16)
+skip_first = {names[0]: skipped, **{name: mixed[name] for name in names[1:]}}
+hybrid["skipped_first"] = plan_hybrid(skip_first)
+if "raised" not in hybrid["skipped_first"] and not fused_pages:
+    hybrid["skipped_first"]["views"] = layer_views(plan(skip_first, 256 << 20), names[1:])
 emit(spec=spec, uniform=uniform, fused=fused, pp=pp, hybrid=hybrid)
 """
 
@@ -479,6 +526,18 @@ def test_cpu_refuses_tkv_layers_instead_of_serving_them_with_cpu_attn(shared):
     assert cpu["skipped"] == "CPU_ATTN", cpu
 
 
+def _assert_own_views(views: list, own_widths: dict, names: list) -> None:
+    """Every layer of ``names`` is viewed at its own width, in bytes of its own inside the
+    allocation, and the plugin's region of it (by name) is the whole view."""
+    assert sorted(name for name, *_ in views) == sorted(names), views
+    for name, width, first, last, size, region_is_view in views:
+        assert width == own_widths[name], (name, views)
+        assert 0 <= first < last <= size, (name, views)
+        assert region_is_view, (name, views)
+    spans = sorted((first, last) for _, _, first, last, _, _ in views)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), views
+
+
 def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity(shared):
     n = len(MIXED_BITS)
 
@@ -520,7 +579,7 @@ def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity
         f"({uniform['layout']}): fused={fused_blocks} control={control_blocks} stock-style={stock_blocks}"
     )
     assert len(set(fused["layer_pages"])) > 1, fused  # the layers really have mixed widths
-    # The plugin fused all layers into one composite spec holding n per-layer pages.
+    # The plugin's merge fuses all layers into one composite spec holding n per-layer pages.
     assert fused["groups"] == [names], fused
     assert fused["composite_type"] == TKV_FULL_SPEC, fused
     assert fused["composite_count"] == n, fused
@@ -529,9 +588,16 @@ def test_spec_customisation_and_kv_planning_run_on_cpu_fused_plan_keeps_capacity
     # Equal bytes per block: the control's n unfused pages sum to the composite page.
     assert fused["control_count"] == 1, fused
     assert n * fused["control_page"] == fused["composite_page"], fused
-    # One aliased page per fused set: a tensor per layer, all at one offset.
-    assert sorted(layers for layers, _ in fused["tensors"]) == [[name] for name in names], fused
-    assert len({offset for _, offset in fused["tensors"]}) == 1, fused
+    if fused["fused_pages"]:
+        # One aliased page per fused set: a tensor per layer, all at one offset.
+        assert fused["group_type"] == TKV_FULL_SPEC, fused
+        assert sorted(layers for layers, _ in fused["tensors"]) == [[name] for name in names], fused
+        assert len({offset for _, offset in fused["tensors"]}) == 1, fused
+    else:
+        # Planned per layer (upstream's UniformTypeKVCacheSpecs): a tensor per width, each
+        # layer viewed at its own width, the region the plugin reads by name its whole view.
+        assert fused["group_type"] == "vllm.v1.kv_cache_interface.UniformTypeKVCacheSpecs", fused
+        _assert_own_views(fused["views"], fused["own_widths"], names)
 
     assert fused_blocks == control_blocks, fused
     # Charged as stock v0.31 does (count ignored): the page n times, 1/n of the capacity.
@@ -549,6 +615,11 @@ def test_pipeline_parallel_workers_keep_the_plugins_fused_set_and_its_layers_apa
     names = result["spec"]["names"]
     pp = result["pp"]
 
+    if not result["fused"]["fused_pages"]:
+        for worker, own in zip(pp, (names[:2], names[2:])):
+            assert worker["group_type"] == "vllm.v1.kv_cache_interface.UniformTypeKVCacheSpecs", worker
+            _assert_own_views(worker["views"], result["fused"]["own_widths"], own)
+        return
     assert [worker["slots"] for worker in pp] == [
         [[names[0], names[1], None, None]],
         [[None, None, names[2], names[3]]],
@@ -578,6 +649,22 @@ def test_hybrid_model_of_mixed_widths_plans_without_a_fused_spec(shared):
         "raised": "AttributeError",
         "message": "'TkvSlidingWindowSpec' object has no attribute 'per_layer_offsets'",
     }, hybrid
+
+
+def test_mixed_widths_beside_a_skipped_layer_are_refused_or_planned_apart(shared):
+    """A first layer at the model's dtype (kept by --kv-cache-dtype-skip-layers) beside the
+    plugin's layers of mixed widths, whose specs compare equal: where the seam plans fused
+    pages (v0.31.0, v0.32.0) the planner refuses to put them in one bucket, naming both layers;
+    where it plans them per layer (v0.33.0) each layer is viewed at its own width."""
+    result = part(shared, "planning")
+    skipped, names = result["hybrid"]["skipped_first"], result["spec"]["names"]
+
+    if result["fused"]["fused_pages"]:
+        assert skipped["raised"] == "NotImplementedError", skipped
+        assert f"The KV cache spec of layer {names[2]} equals that of layer {names[1]}" in skipped["message"]
+    else:
+        assert skipped["groups"] == [[names, 1]], skipped
+        _assert_own_views(skipped["views"], result["fused"]["own_widths"], names[1:])
 
 
 def test_recent_ring_predicts_the_kv_cache_groups_where_the_planner_has_not_moved(shared):

@@ -4,8 +4,8 @@ A base is *carried* when its queue exists (the series file ``bases.toml`` names 
 ``make test`` checks every carried base, in release order (PEP 440, not the order of
 the file). Everything the tests expect of one base comes from its queue: the concerns it
 carries (the seam's, less those its ``PORT.md`` records as skipped), the files it touches,
-the overlay set and the module holding the KV cache planner (where the queue defines
-``get_tensor_slots``, the fused-page helper of ``fused-kv-pages``).
+the overlay set and the module holding the KV cache planner (the ``vllm/v1/core/`` module
+the ``fused-kv-pages`` patch changes).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ PORT_VERDICTS = "PORT.md"  # beside a ported queue's patches: every patch's port
 # How the seamtest lanes tell tests/differential and tests/plugin the base's planner module (they
 # run in the vLLM venv, where tkvseam's own dependencies are not installed).
 PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
-PLANNER_HELPER = re.compile(r"^def get_tensor_slots\(")
+PLANNER_SLUG = "fused-kv-pages"  # the concern that changes the planner
+PLANNER_DIR = PACKAGE_PREFIX + "v1/core/"
 
 
 def release_order(bases: dict[str, Base]) -> list[str]:
@@ -96,23 +97,24 @@ def queue_overlay_paths(root: Path, base) -> list[str]:
 
 
 def planner_module(root: Path, base: Base) -> str:
-    """The dotted module holding the KV cache planner on ``base``: where its queue defines
-    ``get_tensor_slots`` (``vllm.v1.core.kv_cache_utils`` on v0.31.0,
+    """The dotted module holding the KV cache planner on ``base``: the ``vllm/v1/core/`` module
+    its ``fused-kv-pages`` patch changes (``vllm.v1.core.kv_cache_utils`` on v0.31.0,
     ``vllm.v1.core.kv_cache_planning`` on v0.33.0, where upstream moved the planner)."""
     found = sorted(
         {
-            path
+            fc.path
             for patch in queue_patches(root, base)
-            for path, _, text in patch.added_lines()
-            if path.startswith(PACKAGE_PREFIX) and path.endswith(".py") and PLANNER_HELPER.match(text)
+            if patch.header.slug == PLANNER_SLUG
+            for fc in patch.files
+            if fc.path.startswith(PLANNER_DIR) and fc.path.endswith(".py")
         }
     )
     if len(found) != 1:
-        where = ", ".join(found) or "no vllm/ file"
+        where = ", ".join(found) or f"no {PLANNER_DIR} file"
         raise SeamError(
-            f"{base.name}: the queue defines get_tensor_slots in {where}; expected exactly one "
-            "(the planner module of the fused-kv-pages concern)",
-            hint=f"grep -n 'def get_tensor_slots' {base.queue.patches}/*.patch",
+            f"{base.name}: the queue's {PLANNER_SLUG} patch changes {where}; expected exactly one "
+            "(the module of the KV cache planner)",
+            hint=f"grep -n '^diff --git a/{PLANNER_DIR}' {base.queue.patches}/*-{PLANNER_SLUG}.patch",
         )
     return found[0].removesuffix(".py").replace("/", ".")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .. import hints
+from .. import hints, layout
 from ..answer import Answer, plain
 from ..bases.pins import Base
 from ..errors import EXIT_LINT, RefusedError
@@ -84,7 +84,7 @@ class Finished(Answer):
                     "lint + style gate: ok"
                     if not self.problems
                     else f"NOT ready: {len(self.problems)} lint/style problem(s) (listed above); fix them in "
-                    f"build/vllm-{base} (`make apply BASE={base}`, amend the patch's commit, "
+                    f"{layout.default(layout.build_tree, base)} (`make apply BASE={base}`, amend the patch's commit, "
                     f"`make refresh BASE={base}`), then `make lint-patches BASE={base}`"
                 )
                 + (f"; the files it replaced are in {self.backup}" if self.backup else "")

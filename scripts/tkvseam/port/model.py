@@ -122,6 +122,7 @@ class PatchReport:
     note: str = ""
     verdict: str = ""  # draft, for the verdict table
     reason: str = ""
+    remove_when: str = ""  # the header's removal condition (Remove-when), if any
     problems: list[str] = field(default_factory=list)  # a breaks stop's: file:line rule message, test ids
 
     @property

@@ -85,6 +85,8 @@ def report_lines(reports: list[PatchReport]) -> list[str]:
         out.append(f"{r.status:18} {r.name}{extra}")
         if r.note:
             out.append(f"{'':21}{r.note}")
+        if r.remove_when:
+            out.append(f"{'':21}remove when: {r.remove_when}")
         out += [f"{'':21}evidence: {e}" for e in r.obsolete]
         for f in r.files:
             rows = [h for h in r.hunks if h.file in (f.path, f.moved_to) and (h.kind != "exact" or h.note)]
@@ -104,6 +106,10 @@ _HUNK_VERDICTS = {
 }
 
 
+def _reason(r: PatchReport) -> str:
+    return r.reason + (f" (remove when: {r.remove_when})" if r.remove_when else "")
+
+
 def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> str:
     """The draft verdict table (per patch and per hunk: file / hunk, what it does, verdict, reason, evidence), as Markdown."""
     out = [
@@ -114,7 +120,7 @@ def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> s
     ]
     for r in reports:
         out.append(
-            f"| **{r.name[:4]} {r.slug}** | {cell(r.summary)} | {cell(r.verdict)} | {cell(r.reason)} "
+            f"| **{r.name[:4]} {r.slug}** | {cell(r.summary)} | {cell(r.verdict)} | {cell(_reason(r))} "
             f"| {cell('; '.join(r.obsolete) or r.status)} |"
         )
         for h in r.hunks:

@@ -301,4 +301,5 @@ def try_patch(
                 diff = tree.region_diff(fc.old or fc.path, moved or fc.path)
                 row.upstream = upstream_region(old, diff, hunk, moved or fc.path)
     draft_verdict(report, first_sentence(" ".join(patch.header.get("Reason"))))
+    report.remove_when = patch.header.remove_when
     return report

@@ -16,6 +16,8 @@ in order:
 - ``Guard``: node ids that pass with the patch (and may pass before it)
 - ``Checks``: for patches without tests (documentation), what is checked
 - ``Upstream-tests``: upstream test files that must keep passing
+- ``Remove-when``: the event that makes the patch unneeded (e.g. the plugin release
+  that no longer needs it); ``port report`` shows it beside the patch's verdict
 
 ``PatchFormatError`` is the error of every patch file that cannot be parsed (header or diff).
 """
@@ -81,6 +83,11 @@ class Header:
     @property
     def guards(self) -> list[str]:
         return self.get("Guard")
+
+    @property
+    def remove_when(self) -> str:
+        """The patch's removal condition (``Remove-when``), or "" when it names none."""
+        return " ".join(self.get("Remove-when"))
 
 
 def _decode(value: str) -> str:

@@ -11,12 +11,15 @@ from pathlib import Path
 
 from ..answer import Answer
 from ..errors import EXIT_LINT
-from .header import REQUIRED_TRAILERS, PatchFormatError
+from .header import MULTI_TRAILERS, REQUIRED_TRAILERS, PatchFormatError
 from .message import verdict_problem
-from .patch import CONFLICT_MARKERS, parse_file
+from .patch import CONFLICT_MARKERS, Patch, parse_file
 from .series import DEFAULT_QUEUE, Queue, parse_series_text, patch_filename
 
 _NODEID_RE = re.compile(r"^[\w./-]+\.py(::[\w\[\]-]+)+$")
+_FIELD_LINE_RE = re.compile(
+    r"^\s*(%s):(\s|$)" % "|".join((*REQUIRED_TRAILERS, *MULTI_TRAILERS, "Remove-when"))
+)
 
 
 @dataclass
@@ -102,6 +105,7 @@ def lint(root: Path, queue: Queue = DEFAULT_QUEUE) -> list[Problem]:
             )
         if not h.description:
             problems.append(Problem(name, "header has no description paragraph"))
+        problems.extend(Problem(name, message) for message in _trailer_problems(patch))
         for key in REQUIRED_TRAILERS:
             if not h.get(key):
                 problems.append(Problem(name, f"header lacks the {key}: field"))
@@ -122,3 +126,34 @@ def lint(root: Path, queue: Queue = DEFAULT_QUEUE) -> list[Problem]:
             if text.startswith(CONFLICT_MARKERS):
                 problems.append(Problem(name, f"conflict marker {text[:7]!r}", file, lineno))
     return problems
+
+
+def _trailer_problems(patch: Patch) -> list[str]:
+    """A header field given twice, or a field line above the trailer block (a stray copy).
+
+    Only the message's last paragraph is the trailer block; a ``Verdict:``/``Reason:`` line
+    above it reads as a field to a person but is description to git and to this tool, so the
+    header would say two things where one is meant. Lines are the patch file's.
+    """
+    found = []
+    for key, values in patch.header.trailers.items():
+        if key not in MULTI_TRAILERS and len(values) > 1:
+            found.append(f"header gives the {key}: field {len(values)} times (one is expected)")
+    lines = patch.text.split("\n")
+    start = lines.index("") + 1 if "" in lines else len(lines)  # the mail headers end
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i] == "---" or lines[i].startswith("diff --git ")),
+        len(lines),
+    )
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    blanks = [i for i in range(start, end) if not lines[i].strip()]
+    block = blanks[-1] if blanks else start  # the trailer block: the last paragraph
+    for i in range(start, block):
+        m = _FIELD_LINE_RE.match(lines[i])
+        if m:
+            found.append(
+                f"line {i + 1}: the {m.group(1)}: field outside the trailer block (the message's "
+                "last paragraph); give each field there only"
+            )
+    return found

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from .. import hints
+from .. import hints, layout
 from . import seamtable
 from ..bases.pins import Base, load_bases
 from ..bases.carried import carried_before
@@ -95,7 +95,7 @@ class CarryResult(Answer):
             fix = f"`{hints.make('lint-patches', BASE=self.base)}`, then `{again}` again"
         else:
             fix = (
-                f"fix them in build/vllm-{self.base} (`{hints.make('apply', BASE=self.base)}`, amend the "
+                f"fix them in {layout.default(layout.build_tree, self.base)} (`{hints.make('apply', BASE=self.base)}`, amend the "
                 f"patch's commit, `{hints.make('refresh', BASE=self.base)}`), then `{again}` again "
                 "(it checks the queue again)"
             )

@@ -132,3 +132,22 @@ def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
         lines[-1]
         == f"report kept in build/port-report-{NEXT}/report.md and build/port-report-{NEXT}/report.json"
     )
+
+
+def test_a_patchs_removal_condition_is_shown_beside_its_verdict():
+    """A header's ``Remove-when`` reaches the text report and the draft verdict table."""
+    from tkvseam.port.model import PatchReport
+    from tkvseam.port.render import report_lines, verdict_table
+
+    shim = PatchReport("0009-shim.patch", "shim", status="exact", own="exact", verdict="still needed")
+    shim.reason, shim.remove_when = "applies exactly; a shim", "the plugin emits a spec per layer"
+    plain = PatchReport("0001-plain.patch", "plain", status="exact", own="exact", reason="applies exactly")
+    lines = report_lines([plain, shim])
+    assert lines == [
+        "exact              0001-plain.patch",
+        "exact              0009-shim.patch",
+        f"{'':21}remove when: the plugin emits a spec per layer",
+    ]
+    table = verdict_table([plain, shim], "v1", "v2")
+    assert "| applies exactly; a shim (remove when: the plugin emits a spec per layer) |" in table
+    assert "| applies exactly |" in table

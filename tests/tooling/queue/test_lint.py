@@ -133,3 +133,59 @@ def test_text_output_ends_with_one_verdict_line(project):
     res = project.cli("lint", expect=6)
     assert res.stdout.strip().splitlines()[-1] == "lint: 1 problem(s)"
     assert "0003-stray.patch: orphan" in res.stderr
+
+
+def test_a_removal_condition_is_a_header_field_lint_accepts(project):
+    """``Remove-when`` (continued over lines, as git trailers are) is read as one field, and a
+    queue whose header has it lints clean."""
+    from tkvseam.queue.patch import parse_file
+
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    p.write_text(
+        p.read_text().replace(
+            "Depends-on: none\n",
+            "Remove-when: the plugin emits a spec per layer\n width (not 0.70.1)\nDepends-on: none\n",
+        )
+    )
+    assert lint_json(project, 0) == {"ok": True, "problems": []}
+    header = parse_file(p).header
+    assert header.remove_when == "the plugin emits a spec per layer width (not 0.70.1)"
+    assert parse_file(project.root / "patches/0002-add-mul.patch").header.remove_when == ""
+
+
+def test_a_header_field_twice_or_a_stray_field_line_is_refused(project):
+    """0003's header carried a reflowed copy of its trailers in the description: two Reasons."""
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    text = p.read_text()
+    lines = text.split("\n")
+    copy = "Verdict: still needed Reason: an older\nreason, reflowed into the description."
+    p.write_text(
+        text.replace("Changes things.\n", f"Changes things.\n\n{copy}\n", 1).replace(
+            "Reason: upstream lacks it\n", "Reason: upstream lacks it\nReason: and again\n"
+        )
+    )
+    at = lines.index("Changes things.") + 3  # the copy's first line, 1-based
+    rows = {(p["patch"], p["message"]) for p in lint_json(project, 6)["problems"]}
+    assert rows == {
+        ("0001-cache-tweak.patch", "header gives the Reason: field 2 times (one is expected)"),
+        (
+            "0001-cache-tweak.patch",
+            f"line {at}: the Verdict: field outside the trailer block (the message's last "
+            "paragraph); give each field there only",
+        ),
+    }
+
+
+def test_repeatable_fields_and_field_names_inside_a_sentence_pass(project):
+    make_two_patches(project)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    text = p.read_text()
+    p.write_text(
+        text.replace("Changes things.\n", "Changes things; its Reason: field says why.\n", 1).replace(
+            "Tests: tests/test_math.py::test_add\n",
+            "Tests: tests/test_math.py::test_add\nTests: tests/test_math.py::test_add_more\n",
+        )
+    )
+    assert lint_json(project, 0) == {"ok": True, "problems": []}
