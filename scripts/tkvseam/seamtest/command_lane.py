@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import git, layout
+from .. import git, hints, layout
 from ..errors import UsageError
 from ..progress import Progress, run_with_heartbeat, took
 from . import keys
@@ -47,7 +47,7 @@ class CommandLane:
                 raise UsageError(
                     f"lane {self.name}: --reads {rel} is not a path in the project {self.root} "
                     "(the key digests project files; name what the command reads there)",
-                    hint="tkv-seam seamtest lane --help",
+                    hint=hints.tool("seamtest", "lane", "--help"),
                 )
             made = os.path.relpath(layout.build(self.root), self.root)
             there = os.path.relpath(inside, self.root)
@@ -55,7 +55,7 @@ class CommandLane:
                 raise UsageError(
                     f"lane {self.name}: --reads {rel} holds {made}/, the tool's own trees and pass "
                     "records (a key over them changes with every run; --base keys the build tree)",
-                    hint="tkv-seam seamtest lane --help",
+                    hint=hints.tool("seamtest", "lane", "--help"),
                 )
 
     def key(self) -> str:
