@@ -20,6 +20,10 @@ user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUD
 base_origin := $(origin BASE)
 $(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
   $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
+# JSON=0 (no, false) is off, as PROVE=0 is: any other value asks for the one JSON object.
+ifneq ($(filter 0 no false,$(value JSON)),)
+override JSON :=
+endif
 # A path pasted into a recipe line, quoted for the shell when it holds more than a plain path:
 # $(call sh,$(VENV)).
 shell_meta := ' " ` $$ ; & | < > ( ) \ * ? [ ] ~ ! { } ^ \#
@@ -60,7 +64,11 @@ ifneq ($(value JSON),)
 .SILENT:
 
 to_err := >&2
+usage_json = printf '%s\n' '{"ok": false, "exit_code": 2, "error": "$(1)", "hint": "make help"}';
 endif
+# $(call usage,<text>): a recipe's usage error on stderr and, with JSON=1, as the one JSON object
+# on stdout (the tool's error shape); <text> is the Makefile's own (no quote, no backslash).
+usage = { echo "$(1)" >&2; $(call usage_json,$(1)) exit 2; }
 
 # The lanes make runs itself (tooling, series, image) run through `tkv-seam seamtest lane`: skipped
 # when they passed before with the same inputs (build/passes/; FRESH=1 runs them), what each reads
@@ -122,7 +130,7 @@ carry: export TKV_CARRY_PLUGIN := $(value PLUGIN)
 carry: export TKV_CARRY_VERDICT := $(value VERDICT)
 carry: export TKV_CARRY_REASON := $(value REASON)
 carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' PROVE=0 JSON=1
-	@if [ -z "$$TKV_CARRY_VERSION" ]; then echo "usage: make carry VERSION=0.34.0" >&2; exit 2; fi; \
+	@if [ -z "$$TKV_CARRY_VERSION" ]; then $(call usage,usage: make carry VERSION=0.34.0); fi; \
 	set -- carry "$$TKV_CARRY_VERSION"; \
 	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
 	if [ -n "$$TKV_CARRY_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_CARRY_VERDICT"; fi; \
@@ -243,11 +251,11 @@ port: export TKV_PORT_VERDICT := $(value VERDICT)
 port: export TKV_PORT_TREE := $(value PORT_TREE)
 port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABORT FINISH,$(if $(value $(v)),$(v)=)))
 port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> PROVE=1 JSON=1 FORCE=1
-	@if [ -n "$$TKV_PORT_OLD" ]; then \
-	  echo "make port: $$TKV_PORT_OLD is gone: one verb per run, make port VERB=<$(PORT_VERBS)> TO=<base>" >&2; exit 2; fi; \
-	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) \
-	  echo "usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON='...'] [VERDICT=...] (got VERB='$$TKV_PORT_VERB')" >&2; exit 2;; esac; \
-	if [ -z "$$TKV_PORT_TO" ]; then echo "usage: make port VERB=$$TKV_PORT_VERB TO=<base>" >&2; exit 2; fi; \
+	@if [ -n "$$TKV_PORT_OLD" ]; then echo "make port: $$TKV_PORT_OLD is gone" >&2; \
+	  $(call usage,make port: one verb per run: make port VERB=<$(PORT_VERBS)> TO=<base>); fi; \
+	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) echo "make port: got VERB='$$TKV_PORT_VERB'" >&2; \
+	  $(call usage,usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON=<why>] [VERDICT=<verdict>]);; esac; \
+	if [ -z "$$TKV_PORT_TO" ]; then $(call usage,usage: make port VERB=<verb> TO=<base>); fi; \
 	set -- port "$$TKV_PORT_VERB" --to "$$TKV_PORT_TO"; \
 	case "$$TKV_PORT_VERB" in report|start) [ -z "$$TKV_PORT_BASE" ] || set -- "$$@" --base "$$TKV_PORT_BASE";; esac; \
 	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \

@@ -295,10 +295,10 @@ class Times(Answer):
         out = [f"{'step':34} {'base':8} {'seconds':>8}  {'load':>5} {'cores':>5}  when"]
         for row in self.rows:
             out.append(
-                f"{row['name']:34} {row.get('base') or '-':8} {row['seconds']:>8.1f}  "
-                f"{row.get('load') or '-':>5} {row.get('cores') or '-':>5}  {row['when']}"
+                f"{row['name']:34} {str(row.get('base') or '-'):8} {row['seconds']:>8.1f}  "
+                f"{str(row.get('load') or '-'):>5} {str(row.get('cores') or '-'):>5}  {row['when']}"
             )
-        return out or ["no timing recorded yet (make test records one)"]
+        return out if self.rows else ["no timing recorded yet (make test records one)"]
 
     def to_json(self) -> dict:
         return {"timings": self.rows}
@@ -317,5 +317,5 @@ def seamtest_times(ctx: Context, as_json):
     for path in [layout.passes(ctx.root, name) / "timings.jsonl" for name in [None, *known]]:
         for row in read_timings(path):
             if not row.get("cached"):
-                last[(row.get("base"), row["name"])] = row
-    emit(Times([last[k] for k in sorted(last, key=lambda k: (k[0] or "", k[1]))]))
+                last[(str(row.get("base") or ""), row["name"])] = row
+    emit(Times([last[k] for k in sorted(last)]))

@@ -132,6 +132,11 @@ def reset_hard(repo: Path, rev: str = "HEAD") -> None:
     run(repo, "reset", "--quiet", "--hard", rev)
 
 
+def reset_soft(repo: Path, rev: str) -> None:
+    """Move the branch to ``rev``; the index and work tree stay (what was committed is staged)."""
+    run(repo, "reset", "--quiet", "--soft", rev)
+
+
 def reset_clean(repo: Path, rev: str = "HEAD") -> None:
     """Make the work tree, index and branch exactly ``rev``; untracked files go (ignored stay)."""
     reset_hard(repo, rev)

@@ -200,10 +200,15 @@ def _path(tree: Path) -> Path:
 
 
 def read_record(tree: Path) -> dict[str, dict]:
+    """The gate record; what is not an object of objects (edited by hand, cut short) is none:
+    a patch without an entry says ``gate not run``."""
     try:
-        return json.loads(_path(tree).read_text())
+        record = json.loads(_path(tree).read_text())
     except (OSError, ValueError):
         return {}
+    if not isinstance(record, dict):
+        return {}
+    return {k: v for k, v in record.items() if isinstance(v, dict)}
 
 
 def _record(session: Gated, name: str, entry: dict) -> None:

@@ -198,7 +198,8 @@ class PortJournal:
         Only a commit whose parent is the HEAD the state recorded and whose subject is the
         next patch's counts (a commit of the user's own is left alone: continue says what it
         finds). Its status is the one written before the commit (``Committing``); a commit
-        the user made of a stopped patch is ``resolved``.
+        the user made of a stopped patch is undone to staged (``git reset --soft``, its message
+        kept in ``PORT_MSG``), so that ``continue`` gates it as any resolution.
         """
         p = state.port
         if p.finished or p.next >= len(p.series):
@@ -220,8 +221,14 @@ class PortJournal:
             return None
         if c:
             status = c.status
-        elif p.current:
-            status = DoneStatus.RESOLVED
+        elif p.current:  # the user committed the stopped patch by hand: back to staged, so that
+            # continue checks it and runs the gate on it (a commit is never let past the gate)
+            git.reset_soft(self.path, parent)
+            atomic_write(self.message_file, info.message)
+            return (
+                f"{patch.name}: your commit {head[:12]} of it is staged again (its message in "
+                f"{self.message_file}): continue checks it and runs the gate on it, as on any resolution"
+            )
         else:  # every commit the port makes is recorded first (Committing): this one is not the port's
             return None
         note = "; ".join(x for x in ((c.note if c else ""), "recorded after an interrupted run") if x)

@@ -23,7 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import git, layout
+from .. import git, hints, layout
+from ..errors import UsageError
 from ..progress import Progress, run_with_heartbeat, took
 from . import keys
 from .passes import Clock, PassBook, digest
@@ -38,6 +39,24 @@ class CommandLane:
     base: object | None = None  # bases.pins.Base
     env: tuple[str, ...] = ()
     plugin: bool = False
+
+    def __post_init__(self) -> None:
+        for rel in self.reads:
+            inside = os.path.normpath(os.path.join(self.root, rel))
+            if os.path.relpath(inside, self.root).split(os.sep)[0] == os.pardir:
+                raise UsageError(
+                    f"lane {self.name}: --reads {rel} is not a path in the project {self.root} "
+                    "(the key digests project files; name what the command reads there)",
+                    hint=hints.tool("seamtest", "lane", "--help"),
+                )
+            made = os.path.relpath(layout.build(self.root), self.root)
+            there = os.path.relpath(inside, self.root)
+            if there == os.curdir or there == made or there.startswith(made + os.sep):
+                raise UsageError(
+                    f"lane {self.name}: --reads {rel} holds {made}/, the tool's own trees and pass "
+                    "records (a key over them changes with every run; --base keys the build tree)",
+                    hint=hints.tool("seamtest", "lane", "--help"),
+                )
 
     def key(self) -> str:
         parts = {
@@ -76,7 +95,11 @@ class CommandLane:
             env = {**os.environ, "TKV_SEAM_LANE_COUNTS": str(counts_file)}
 
             def command() -> int:
-                return subprocess.run(self.command, stdout=out, env=env).returncode
+                try:
+                    return subprocess.run(self.command, stdout=out, env=env).returncode
+                except OSError as e:  # not found, not executable: as a shell says it
+                    say(f"lane {self.name}{where}: cannot run {self.command[0]}: {e.strerror}")
+                    return 127
 
             code = run_with_heartbeat(progress, f"lane {self.name}{where}", command, last)
             counts = _counts(counts_file)
@@ -86,9 +109,11 @@ class CommandLane:
             # a skipped test is no coverage: a lane whose tests all skipped ran nothing to record
             say(f"lane {self.name}{where}: no test ran ({skipped} skipped); nothing recorded")
         elif code == 0:
-            book.record(self.name, key, clock.seconds, {"skipped": skipped} if skipped else None)
+            data = {"skipped": skipped} if skipped else None
+            recorded = book.record(self.name, key, clock.seconds, data) is not None
+            note = "recorded" if recorded else f"not recorded: {book.dir} is not writable as records"
             also = f", {skipped} skipped" if skipped else ""
-            say(f"lane {self.name}{where}: passed in {took(clock.seconds)}{also} (recorded)")
+            say(f"lane {self.name}{where}: passed in {took(clock.seconds)}{also} ({note})")
         else:
             spent = took(clock.seconds)
             say(f"lane {self.name}{where}: FAILED (exit {code}) after {spent}; nothing recorded")

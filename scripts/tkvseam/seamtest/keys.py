@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -20,17 +21,33 @@ SKIP_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 
 
 def _walk(path: Path):
-    if path.is_file():
+    """The files under ``path`` in a fixed order, through symlinked directories (a command
+    reads through them; each real directory once, so a link loop ends)."""
+    if not path.is_dir():
         yield path
         return
-    for p in sorted(path.rglob("*")):
-        if p.is_file() and not SKIP_PARTS & set(p.parts) and p.suffix != ".pyc":
-            yield p
+    seen = set()
+    for top, dirs, names in os.walk(path, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_PARTS)
+        yield from (Path(top) / n for n in sorted(names) if not n.endswith(".pyc"))
+
+
+def _content(path: Path) -> bytes:
+    """A file's sha256; what stands instead for a link to nothing or a file not readable."""
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError as e:
+        return f"unreadable {type(e).__name__}".encode()
 
 
 def files(root: Path, paths) -> str:
-    """A digest of the files ``paths`` (relative to ``root``; directories recursively) name:
-    each file's path and bytes; a missing path counts as missing."""
+    """A digest of the files ``paths`` (relative to ``root``; directories recursively, through
+    symlinked ones) name: each file's path and bytes; a missing path counts as missing."""
     h = hashlib.sha256()
     for rel in sorted(set(paths)):
         top = Path(root) / rel
@@ -38,8 +55,8 @@ def files(root: Path, paths) -> str:
             h.update(f"missing {rel}\0".encode())
             continue
         for p in _walk(top):
-            h.update(p.relative_to(root).as_posix().encode() + b"\0")
-            h.update(hashlib.sha256(p.read_bytes()).digest())
+            h.update(os.path.relpath(p, root).encode() + b"\0")
+            h.update(_content(p))
     return h.hexdigest()
 
 

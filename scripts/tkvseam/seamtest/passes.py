@@ -18,11 +18,13 @@ venv's ``pyvenv.cfg``) and, where the plugin is loaded, the plugin pin.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,20 +96,23 @@ class PassBook:
         return self.dir / f"{_safe(name)}-{key[:24]}.json"
 
     def lookup(self, name: str, key: str) -> Record | None:
-        """The recorded pass of ``name`` under ``key``; None when fresh or none was recorded."""
+        """The recorded pass of ``name`` under ``key``; None when fresh or none was recorded.
+        A record that is not a regular file the tool wrote (a symlink, a directory) or whose
+        fields are not what ``record`` writes counts as none: the step runs again."""
         if self.fresh:
             return None
-        try:
-            data = json.loads(self._file(name, key).read_text())
-        except (OSError, ValueError):
+        data = _read_record(self._file(name, key))
+        if data is None or data.get("format") != FORMAT or data.get("key") != key or data.get("name") != name:
             return None
-        if data.get("format") != FORMAT or data.get("key") != key or data.get("name") != name:
+        when, seconds, kept = data.get("when"), data.get("seconds", 0.0), data.get("data", {})
+        if not isinstance(when, str) or not _is_number(seconds) or not isinstance(kept, dict):
             return None
-        return Record(name, key, data["when"], float(data.get("seconds", 0.0)), data.get("data", {}))
+        return Record(name, key, when, float(seconds), kept)
 
-    def record(self, name: str, key: str, seconds: float, data: dict | None = None) -> Record:
-        """Record that ``name`` passed under ``key`` (atomically); drop its oldest records."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def record(self, name: str, key: str, seconds: float, data: dict | None = None) -> Record | None:
+        """Record that ``name`` passed under ``key`` (atomically); drop its oldest records.
+        None when the record cannot be written (its path is a directory, the disk is full): the
+        pass stands, the step runs again next time."""
         rec = Record(name, key, now_iso(), round(seconds, 1), data or {})
         body = {
             "format": FORMAT,
@@ -118,20 +123,35 @@ class PassBook:
             "machine": machine(),
             "data": rec.data,
         }
-        atomic_write(self._file(name, key), json.dumps(body, sort_keys=True) + "\n")
-        mine = re.compile(re.escape(_safe(name)) + r"-[0-9a-f]{24}\.json")  # not a longer name's
-        old = sorted(
-            (p for p in self.dir.glob(f"{_safe(name)}-*.json") if mine.fullmatch(p.name)),
-            key=lambda p: p.stat().st_mtime_ns,
-        )
-        for path in old[:-KEEP]:
-            if path != self._file(name, key):
-                path.unlink(missing_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            atomic_write(self._file(name, key), json.dumps(body, sort_keys=True) + "\n")
+        except OSError:
+            return None
+        self._drop_old(name, key)
         return rec
 
+    def _drop_old(self, name: str, key: str) -> None:
+        """Remove all but the newest ``KEEP`` records of ``name``: only regular files named as
+        ``record`` names them (not a longer name's); one another run removed first is skipped."""
+        mine = re.compile(re.escape(_safe(name)) + r"-[0-9a-f]{24}\.json")
+        found = []
+        for path in self.dir.glob(f"{_safe(name)}-*.json"):
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if mine.fullmatch(path.name) and stat.S_ISREG(st.st_mode):
+                found.append((st.st_mtime_ns, path))
+        for _, path in sorted(found)[:-KEEP]:
+            if path != self._file(name, key):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
     def time(self, name: str, seconds: float, cached: bool, ok: bool = True) -> None:
-        """One line of the timing record (``timings.jsonl``): a step run (or skipped as cached)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        """One line of the timing record (``timings.jsonl``): a step run (or skipped as cached).
+        Started on a line of its own (a killed run's cut-short line is not joined to it); not
+        written through a symlink or into a directory (the record is a help, never a failure)."""
         line = {
             "name": name,
             "base": self.base,
@@ -141,29 +161,65 @@ class PassBook:
             "when": now_iso(),
             **machine(),
         }
-        with open(self.dir / "timings.jsonl", "a") as f:
-            f.write(json.dumps(line, sort_keys=True) + "\n")
+        text = json.dumps(line, sort_keys=True) + "\n"
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(
+                self.dir / "timings.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666
+            )
+        except OSError:
+            return
+        with os.fdopen(fd, "r+b") as f:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                text = "\n" + text
+            with contextlib.suppress(OSError):
+                f.write(text.encode())
 
     def last_seconds(self, name: str) -> float | None:
         """How long ``name`` took when it last ran (not skipped), from the timing record."""
         found = None
         for row in read_timings(self.dir / "timings.jsonl"):
-            if row.get("name") == name and not row.get("cached"):
+            if row["name"] == name and not row.get("cached"):
                 found = float(row["seconds"])
         return found
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _read_record(path: Path) -> dict | None:
+    """A record file's JSON object; None when it is not a regular file or not a JSON object."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def read_timings(path: Path) -> list[dict]:
+    """The rows of a timing record that are rows ``PassBook.time`` writes (a name, seconds and
+    when); a line cut short by a killed run, or one edited into something else, is skipped."""
     rows = []
     try:
         text = path.read_text()
-    except OSError:
+    except (OSError, ValueError):
         return rows
     for line in text.splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
-            continue  # a line cut short by a killed run
+            continue
+        if (
+            isinstance(row, dict)
+            and isinstance(row.get("name"), str)
+            and _is_number(row.get("seconds"))
+            and isinstance(row.get("when"), str)
+        ):
+            rows.append(row)
     return rows
 
 

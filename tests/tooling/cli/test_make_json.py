@@ -44,8 +44,7 @@ def test_every_documented_json_target_is_run_here():
     assert documented_json_targets() == sorted(ARGS)
 
 
-@pytest.mark.parametrize("target", sorted(ARGS))
-def test_json_on_a_make_target_is_one_object_on_stdout(target, project, tmp_path):
+def make_json(project, tmp_path, target: str, *args: str) -> subprocess.CompletedProcess:
     venv = tmp_path / "venv"
     venv.mkdir()
     (venv / ".done").touch()  # newer than pyproject.toml: make builds no venv
@@ -65,7 +64,7 @@ def test_json_on_a_make_target_is_one_object_on_stdout(target, project, tmp_path
             f"BASE={NAME}",
             target,
             "JSON=1",
-            *ARGS[target],
+            *args,
         ],
         capture_output=True,
         text=True,
@@ -73,6 +72,10 @@ def test_json_on_a_make_target_is_one_object_on_stdout(target, project, tmp_path
         env=env,
         timeout=300,
     )
+    return proc
+
+
+def one_object(target: str, proc) -> dict:
     try:
         data = json.loads(proc.stdout)
     except ValueError:
@@ -80,3 +83,39 @@ def test_json_on_a_make_target_is_one_object_on_stdout(target, project, tmp_path
             f"make {target} JSON=1: stdout is not one JSON object:\n{proc.stdout}\n--- stderr\n{proc.stderr}"
         )
     assert isinstance(data, dict), proc.stdout
+    return data
+
+
+@pytest.mark.parametrize("target", sorted(ARGS))
+def test_json_on_a_make_target_is_one_object_on_stdout(target, project, tmp_path):
+    one_object(target, make_json(project, tmp_path, target, *ARGS[target]))
+
+
+#: A documented JSON=1 target's usage errors (the recipe's own, before the tool runs).
+USAGE = {
+    "carry without VERSION": ("carry", []),
+    "port without VERB": ("port", [f"TO=v{NEXT_VERSION}"]),
+    "port with an unknown VERB": ("port", ["VERB=bogus", f"TO=v{NEXT_VERSION}"]),
+    "port without TO": ("port", ["VERB=status"]),
+    "port with an old variable": ("port", ["STATUS=1", f"TO=v{NEXT_VERSION}"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE))
+def test_a_usage_error_of_a_json_target_is_one_object_too(case, project, tmp_path):
+    target, args = USAGE[case]
+    proc = make_json(project, tmp_path, target, *args)
+    assert proc.returncode == 2, proc.stderr
+    data = one_object(target, proc)
+    assert (
+        data["ok"] is False and data["exit_code"] == 2 and data["error"].startswith(("usage:", "make port:"))
+    )
+    assert data["error"] in proc.stderr  # the same words as without JSON=1
+
+
+@pytest.mark.parametrize("off", ["0", "no", "false"])
+def test_json_0_is_off_as_prove_0_is(off, project, tmp_path):
+    proc = make_json(project, tmp_path, "times", f"JSON={off}")
+    assert proc.returncode == 0, proc.stderr
+    assert "no timing recorded yet (make test records one)" in proc.stdout, proc.stdout
+    assert not proc.stdout.lstrip().startswith("{")

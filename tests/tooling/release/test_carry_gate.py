@@ -5,7 +5,8 @@ which 0002's resolution on v9.10.0 no longer defines. The port stops at 0003 (``
 with ruff's F821 before any queue is written, stops there again until it is fixed, and goes on
 when it is; the end lists the patches that went in by themselves. A carry that finishes in one
 run runs the style gate (the Base it ports onto is the one with the .seam table it just wrote);
-a re-run after a problem is not "carried"; ``--plugin`` against a table pinning another is refused.
+a re-run after a problem is not "carried"; a breaking patch committed by hand under its own
+subject is staged again and gated; ``--plugin`` against a table pinning another is refused.
 """
 
 from __future__ import annotations
@@ -92,6 +93,60 @@ def test_skip_still_leaves_a_breaking_patch_out(gproject, wheels):  # noqa: F811
     out = json.loads(carry(gproject, wheels, "--json").output)
     assert out["carried"]
     assert not (gproject.root / "patches" / NEW_NAME / "0003-use-mul.patch").exists()
+
+
+def _commit_by_hand(tree, message: str) -> str:
+    ident = ["-c", "user.name=A User", "-c", "user.email=user@example.com"]
+    git.run(tree, *ident, "commit", "-q", "-m", message)
+    return git.head(tree)
+
+
+def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through_the_gate(gproject, wheels):  # noqa: F811
+    root, tree = gproject.root, _tree(gproject)
+    carry(gproject, wheels, expect=12)
+    resolve_as_product(tree)
+    carry(gproject, wheels, expect=12)  # 0003: breaks
+    head = git.head(tree)
+    message = (tree / ".git" / "tkv-seam-port-msg").read_text()
+    _commit_by_hand(tree, message)  # its own subject: what an interrupted run would have made
+    again = carry(gproject, wheels, expect=12).stderr
+    assert "stopped at 0003-use-mul.patch: breaks" in again and "F821 Undefined name `mul`" in again
+    assert git.head(tree) == head  # the commit is staged again, not taken past the gate
+    assert not (root / "patches" / NEW_NAME).exists()
+    fix_square(tree)
+    _commit_by_hand(tree, message.replace("Adds square().", "Adds square(), fixed by hand."))
+    out = json.loads(carry(gproject, wheels, "--json").output)
+    assert out["carried"] and out["problems"] == []
+    patch = (root / "patches" / NEW_NAME / "0003-use-mul.patch").read_text()
+    assert "+    return product(a, a)" in patch and "fixed by hand" in patch  # the user's message kept
+
+
+def test_a_conflict_resolution_committed_by_hand_is_gated_and_goes_on(gproject, wheels):  # noqa: F811
+    tree = _tree(gproject)
+    carry(gproject, wheels, expect=12)  # 0002: conflict
+    resolve_as_product(tree)
+    message = (tree / ".git" / "tkv-seam-port-msg").read_text()
+    _commit_by_hand(tree, message.replace("Adds mul().", "Adds product(), by hand."))
+    stop = carry(gproject, wheels, expect=12).stderr  # 0002 through the gate, then 0003's breaks
+    assert "stopped at 0003-use-mul.patch: breaks" in stop
+    status = json.loads(gproject.cli("port", "status", "--to", NEW_NAME, "--json").output)
+    assert [(d["name"], d["status"]) for d in status["done"]][-1] == ("0002-add-mul.patch", "resolved")
+    assert "by hand" in git.commit_info(tree, "HEAD").message
+
+
+@pytest.mark.parametrize("body", ["[1]\n", '{"0001-cache-tweak.patch": "ok"}\n', "{cut"])
+def test_a_gate_record_edited_into_something_else_is_no_crash(gproject, wheels, body):  # noqa: F811
+    tree = _tree(gproject)
+    carry(gproject, wheels, expect=12)  # 0001 went in by itself (recorded), 0002 stops
+    (tree / ".git" / "tkv-seam-port-gate.json").write_text(body)
+    resolve_as_product(tree)
+    assert "stopped at 0003-use-mul.patch: breaks" in carry(gproject, wheels, expect=12).stderr
+    fix_square(tree)
+    out = json.loads(carry(gproject, wheels, "--json").output)
+    assert out["carried"]
+    rows = {row["name"]: row for row in out["by_themselves"]}
+    assert rows["0001-cache-tweak.patch"]["gate"] == "not run"  # its entry was lost: said, not made up
+    assert rows["0004-docs-line.patch"]["gate"] == "ok"
 
 
 def test_a_one_run_carry_runs_the_style_gate(one_patch, wheels):  # noqa: F811
