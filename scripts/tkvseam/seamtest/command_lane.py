@@ -67,7 +67,10 @@ class CommandLane:
             "env": {name: os.environ.get(name) for name in self.env},
         }
         if self.base is not None:
-            parts["base"] = keys.base_inputs(self.root, self.base)
+            # Not the base's test venv: a command lane runs its own interpreter, and the venv
+            # may not exist yet when it runs (a fresh clone's series lane comes before it).
+            inputs = keys.base_inputs(self.root, self.base)
+            parts["base"] = {k: v for k, v in inputs.items() if k != "interpreter"}
             parts["queue"] = keys.queue(self.root, self.base)
             tree = layout.build_tree(self.root, self.base.name)
             parts["tree"] = git.rev_parse(tree, "HEAD^{tree}") if tree.is_dir() else "missing"

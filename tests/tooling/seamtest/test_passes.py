@@ -237,3 +237,21 @@ def test_the_projects_conftest_writes_the_counts_a_lane_reads(tmp_path):
     args = [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
     subprocess.run([*args, str(tmp_path)], env=env, cwd=tmp_path, check=True, capture_output=True)
     assert json.loads(out.read_text()) == {"passed": 1, "failed": 0, "skipped": 1, "error": 0}
+
+
+def test_a_bases_command_lane_stays_cached_when_the_bases_test_venv_appears(project):
+    """In a fresh clone `make test` runs a base's series lane before it builds the base's test
+    venv: the venv appearing (which the lane does not run under) leaves its key as it was, so
+    the next `make test` finds the pass."""
+    (project.root / PROJECT_TEST).parent.mkdir(parents=True)
+    (project.root / PROJECT_TEST).write_text("x = 1\n")
+    count = project.root / "count"
+    cmd = [sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
+    argv = ["seamtest", "lane", "demo", "--base", NAME, "--reads", "tests/proj", "--", *cmd]
+    assert project.cli(*argv, expect=None).exit_code == 0 and count.read_text() == "x"
+    venv = project.root / f".venv-vllm-{NAME}"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.7\n")
+    second = project.cli(*argv, expect=None)
+    assert second.exit_code == 0 and count.read_text() == "x"
+    assert f"lane demo ({NAME}): cached pass from " in second.stderr
