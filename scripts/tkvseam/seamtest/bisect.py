@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 
 from .. import git
 from ..edit.stylecheck import prefix_problems
-from .outcomes import FAILED, PASSED, fold
+from .outcomes import FAILED, MISSING, PASSED, fold
 from . import keys
 from .passes import digest
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
@@ -248,6 +248,34 @@ class BisectLane:
                     rows.append(BisectRow(k, patch.name, node, kind, at_k, at_prev))
         return rows
 
+    def _stopped_at_collection(self, done: Mapping[str, JobResult]) -> list[str]:
+        """Why a step's nodes are missing: pytest stops before running anything when a file it
+        was asked for fails to import, and one step runs two patches' files in one process."""
+        lines = []
+        for label in dict.fromkeys(label for label, _ in self._probes.values()):
+            result = done.get(label)
+            if result is None:
+                continue
+            missing = [
+                node
+                for probe_label, mapping in self._probes.values()
+                if probe_label == label
+                for node in mapping.values()
+                if fold(result.rows, node) == MISSING
+            ]
+            errors = [row for row in result.rows.values() if row.get("when") == "collect"]
+            if not missing or not errors:
+                continue
+            for row in errors:
+                last = (row.get("message") or "").strip().splitlines()[-1:] or ["?"]
+                lines.append(f"collect: {label}: {row['nodeid']} does not import: {last[0]}")
+            lines.append(
+                f"collect: {label}: so pytest ran none of its {len(missing)} other test(s) (shown "
+                f"missing); a patch's tests must import before that patch (`{NEXT_SUFFIX}` is the "
+                "next patch's file run at this prefix): reach names the patch adds inside the tests"
+            )
+        return lines
+
     def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:
         rows = self.rows(r, done)
         bad = [row for row in rows if not row.ok]
@@ -255,6 +283,7 @@ class BisectLane:
         for row in rows:
             mark = "" if row.ok else "   <-- NOT BISECTABLE"
             lines.append(f"{row.k:>2}  {row.kind:5}  {row.at_k:7}  {row.at_prev:7}  {row.test}{mark}")
+        lines += self._stopped_at_collection(done)
         lines += [f"compile: {p}" for p in self.problems]
         lines += [f"style: {p}" for p in self.style]
         if self.style:

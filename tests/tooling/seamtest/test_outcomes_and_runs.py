@@ -335,3 +335,63 @@ def test_a_temporary_home_of_a_live_build_is_left_and_of_a_dead_one_removed(tmp_
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_next_file_that_does_not_import_is_named_as_why_a_steps_tests_are_missing(tmp_path):
+    """One bisect step runs patch k's tests and patch k+1's (its `__next` file) in one pytest
+    process; a `__next` file that raises on import stops pytest before any test runs. Patch k+1's
+    tests count as failing at k (as they should), patch k's are missing, and the report says why,
+    naming the file and its error, instead of leaving patch k to look unproven. (Patches 2 and 1
+    are not run at 2 and 0 here: the report is not ok either way.)"""
+    import os
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from tkvseam.seamtest.bisect import BisectLane, Probe
+    from tkvseam.seamtest.outcomes import read_rows
+    from tkvseam.seamtest.runner import OUTCOMES_PLUGIN, JobResult
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t/test_x.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "t/test_y.py").write_text("def test_b():\n    pass\n")
+    (tmp_path / "t/test_y__next.py").write_text("HOOK = {}['on_new_hook']\n\n\ndef test_b():\n    pass\n")
+    outcomes = tmp_path / "outcomes.jsonl"
+    label = "bisect-at-01"
+
+    def step() -> dict:  # the step's one pytest process, as the runner starts it
+        outcomes.unlink(missing_ok=True)
+        nodes = ["t/test_x.py::test_a", "t/test_y__next.py::test_b"]
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", OUTCOMES_PLUGIN]
+        env = {**os.environ, "TKV_SEAM_OUTCOMES": str(outcomes)}
+        subprocess.run([*cmd, *nodes], cwd=tmp_path, env=env, capture_output=True)
+        return {label: JobResult(None, read_rows(outcomes), 0.0, "", tmp_path / "log", 0)}
+
+    lane = BisectLane()
+    lane._probes = {
+        Probe(1, 1): (label, {"t/test_x.py::test_a": "t/test_x.py::test_a"}),
+        Probe(2, 1): (label, {"t/test_y.py::test_b": "t/test_y__next.py::test_b"}),
+    }
+    done = step()
+    header = SimpleNamespace
+    r = SimpleNamespace(
+        patches=[
+            SimpleNamespace(name="0001-a.patch", header=header(tests=["t/test_x.py::test_a"], guards=[])),
+            SimpleNamespace(name="0002-b.patch", header=header(tests=["t/test_y.py::test_b"], guards=[])),
+        ]
+    )
+    assert lane.outcome(done, Probe(1, 1), "t/test_x.py::test_a") == "missing"
+    assert lane.outcome(done, Probe(2, 1), "t/test_y.py::test_b") == "failed"
+    report = lane.report(r, done)
+    assert not report.ok
+    collect = [line for line in report.lines if line.startswith("collect: ")]
+    assert collect[0] == f"collect: {label}: t/test_y__next.py does not import: E   KeyError: 'on_new_hook'"
+    assert collect[1].startswith(f"collect: {label}: so pytest ran none of its 1 other test(s)")
+    assert len(collect) == 2
+
+    # A step whose files all import says nothing of collection.
+    (tmp_path / "t/test_y__next.py").write_text("def test_b():\n    assert False\n")
+    done = step()
+    assert lane.outcome(done, Probe(1, 1), "t/test_x.py::test_a") == "passed"
+    assert lane.outcome(done, Probe(2, 1), "t/test_y.py::test_b") == "failed"
+    assert not [line for line in lane.report(r, done).lines if line.startswith("collect: ")]
