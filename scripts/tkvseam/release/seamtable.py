@@ -119,13 +119,14 @@ class SeamTable(Answer):
 # --------------------------------------------------------------------------- ruff
 
 
-def ruff_from_pre_commit(text: str, where: str) -> str:
+def ruff_from_pre_commit(text: str, where: str, base: str = "<base>") -> str:
     """The ruff version of the ruff-pre-commit repo's ``rev`` in a pre-commit config.
 
     ``rev: v0.14.0`` (quoted or not) gives ``0.14.0``; a commit id is accepted when its line
-    names the version in a comment (``rev: <sha>  # v0.14.0``), as pre-commit's autoupdate
-    writes it with ``--freeze``.
+    names the version in a comment: ``rev: <sha>  # v0.14.0``, or ``# frozen: v0.17.2`` as
+    ``pre-commit autoupdate --freeze`` writes it (vLLM 0.34.0's config).
     """
+    give = hints.tool("seam-table", base, "--ruff", "<version>")
     lines = text.splitlines()
     for i, line in enumerate(lines):
         m = re.match(r"^(\s*)-\s+repo:\s*['\"]?([^'\"#\s]+)", line)
@@ -137,14 +138,11 @@ def ruff_from_pre_commit(text: str, where: str) -> str:
                 break  # the next repo entry (or the end of the list): no rev in this one
             r = re.match(r"^\s*(?:-\s+)?rev:\s*['\"]?([^'\"#\s]+)['\"]?\s*(?:#\s*(.*))?$", follow)
             if r:
-                return _ruff_version(r.group(1), r.group(2), where)
-        raise SeamError(
-            f"{where}: the {RUFF_HOOKS} entry has no rev",
-            hint=".venv/bin/tkv-seam seam-table <base> --ruff <version>",
-        )
+                return _ruff_version(r.group(1), r.group(2), where, follow.strip(), give)
+        raise SeamError(f"{where}: the {RUFF_HOOKS} entry has no rev", hint=f"read the file, then {give}")
     raise SeamError(
         f"{where}: no {RUFF_HOOKS} repo: upstream's style gate is not ruff-pre-commit any more",
-        hint="read the file, then give the version: .venv/bin/tkv-seam seam-table <base> --ruff <version>",
+        hint=f"read the file, then give the version: {give}",
     )
 
 
@@ -152,15 +150,24 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _ruff_version(rev: str, comment: str | None, where: str) -> str:
-    for candidate in (rev, (comment or "").split()[0] if comment else ""):
+_DOTTED = re.compile(r"v?\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?")
+
+
+def _ruff_version(rev: str, comment: str | None, where: str, line: str, give: str) -> str:
+    """The version ``rev`` is, else the first dotted version a word of the line's comment is
+    (``frozen: v0.17.2``); a bare number is never taken for one (a commit id may be digits)."""
+    for candidate in (rev, *(comment or "").replace(",", " ").split()):
+        candidate = candidate.strip("'\"()[]:;")
+        if not _DOTTED.fullmatch(candidate):
+            continue
         try:
             return str(Version(candidate.removeprefix("v")))
         except InvalidVersion:
             continue
     raise SeamError(
-        f"{where}: ruff-pre-commit rev {rev!r} is not a version (and no '# vX.Y.Z' comment names one)",
-        hint=".venv/bin/tkv-seam seam-table <base> --ruff <version>",
+        f"{where}: ruff-pre-commit `{line}`: {rev!r} is not a version, and no comment on its line names "
+        "one ('# v0.17.2', '# frozen: v0.17.2')",
+        hint=f"give the ruff version that rev is: {give}",
     )
 
 
@@ -307,7 +314,7 @@ def derive(
         except InvalidVersion:
             raise UsageError(
                 f"--ruff {ruff!r} is not a version (e.g. 0.14.0)",
-                hint=hints.tool("seam-table", new.name, "--ruff", "'<version>'"),
+                hint=hints.tool("seam-table", new.name, "--ruff", "<version>"),
             ) from None
     if plugin:
         exact_pin(plugin, new.name)
@@ -318,9 +325,9 @@ def derive(
         if config is None:
             raise SeamError(
                 f"{new.sdist.filename} has no {PRE_COMMIT}",
-                hint=f".venv/bin/tkv-seam seam-table {new.name} --ruff <version>",
+                hint=hints.tool("seam-table", new.name, "--ruff", "<version>"),
             )
-        ruff_version, ruff_from = ruff_from_pre_commit(config.decode(), where), where
+        ruff_version, ruff_from = ruff_from_pre_commit(config.decode(), where, new.name), where
     if plugin:
         pin, plugin_from = plugin_pin(plugin, index_url, new.name), "given, hashes from the index"
     elif src.seam.plugin.requirement:

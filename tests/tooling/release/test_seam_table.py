@@ -42,6 +42,8 @@ def cproject(tmp_path, releases, monkeypatch):
         ("'v0.14.0'", "0.14.0"),
         ('"0.15.1"  # pinned', "0.15.1"),
         ("0123456789abcdef0123456789abcdef01234567  # v0.16.0", "0.16.0"),
+        # pre-commit autoupdate --freeze (vLLM 0.34.0's own config)
+        ("f368fb366ff7f2f808dd324b83a6d32267799e19  # frozen: v0.17.2", "0.17.2"),
     ],
 )
 def test_ruff_is_the_rev_of_ruff_pre_commit(rev, version):
@@ -51,13 +53,18 @@ def test_ruff_is_the_rev_of_ruff_pre_commit(rev, version):
 def test_ruff_of_a_config_without_ruff_pre_commit_or_its_rev_is_an_error_naming_the_option():
     typos_only = PRE_COMMIT.split("- repo: https://github.com/astral-sh")[0]
     with pytest.raises(SeamError, match="no astral-sh/ruff-pre-commit repo") as e:
-        ruff_from_pre_commit(typos_only, "vllm-9.10.0.tar.gz:.pre-commit-config.yaml")
-    assert "seam-table <base> --ruff <version>" in e.value.hint
+        ruff_from_pre_commit(typos_only, "vllm-9.10.0.tar.gz:.pre-commit-config.yaml", "v9.10.0")
+    assert "seam-table v9.10.0 --ruff <version>" in e.value.hint
     no_rev = PRE_COMMIT.replace("  rev: {rev}\n  hooks:\n  - id: ruff-check", "  hooks:\n  - id: ruff-check")
     with pytest.raises(SeamError, match="entry has no rev"):
         ruff_from_pre_commit(no_rev, "x")
     with pytest.raises(SeamError, match="not a version"):
         ruff_from_pre_commit(PRE_COMMIT.format(rev="main"), "x")
+    # a frozen commit id whose comment names no version, and one of digits only, are no version
+    for rev in ("f368fb366ff7f2f808dd324b83a6d32267799e19  # frozen", "1234567  # frozen: 2024"):
+        with pytest.raises(SeamError, match="no comment on its line names one") as e:
+            ruff_from_pre_commit(PRE_COMMIT.format(rev=rev), "x", "v9.10.0")
+        assert e.value.hint.endswith(".venv/bin/tkv-seam seam-table v9.10.0 --ruff <version>")
 
 
 def test_seam_table_carries_the_older_base_over_and_lists_every_test_file(cproject):
@@ -153,7 +160,7 @@ def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
             ["--ruff", "x y"],
             2,
             "--ruff 'x y' is not a version (e.g. 0.14.0)",
-            f".venv/bin/tkv-seam seam-table {NEW_NAME} --ruff '<version>'",
+            f".venv/bin/tkv-seam seam-table {NEW_NAME} --ruff <version>",
         ),
         (  # the hint was '--plugin turbo-attn==0.70.1', no command
             ["--plugin", "turbo-attn>=1"],
