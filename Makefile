@@ -1,7 +1,7 @@
 # tkv-seam: the turbo-attn seam as a patch queue on a pinned vLLM release.
 # `make help` lists the targets. Variables: BASE (default v0.31.0), TO (port target),
 # FORCE=1 (override a refusal; may drop work), VLLM_GIT=<url-or-path> (git source),
-# VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch), EXCLUDE_NEWER= (make lock-cpu).
+# VERSION (make pin), SINCE= PRE=1 YANKED=1 REPORT=1 WRITE=1 (make watch), EXCLUDE_NEWER= EXCLUDE= WHY= (make lock-cpu).
 # PATCH=<n|slug> (make bisect: one patch), TKV_SEAM_JOBS=<n> (test processes at once).
 # FRESH=1 (make test and its lanes: run every lane, also those that passed before with the same
 # inputs; .ci/run sets it), JSON=1 (a target that prints a result: exactly one JSON object on stdout).
@@ -12,8 +12,8 @@
 # ($(value)), held as a simple variable (referencing it never expands what it holds again) and
 # exported as it is (make would expand a command-line variable to export it). `$(shell …)`, `$$`,
 # backticks and quotes in them reach the tool unchanged; nothing in them runs.
-user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUDE_NEWER PATCH PLUGIN \
-             VERDICT REASON JSON DIFF PORT_TREE PROVE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS \
+user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUDE_NEWER EXCLUDE WHY PATCH PLUGIN \
+             VERDICT REASON JSON DIFF PORT_TREE PROVE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS TRITON \
              PYTHON PIP_FIND_LINKS UV_CACHE_DIR BASE_IMAGE STAND_IN TURBO_ATTN PUSH REGISTRY REPOSITORY \
              IMAGE_TAG IMAGE_SOURCE INSTALLER DOCKER_HOST TKV_SEAM_CACHE TKV_SEAM_INDEX_URL \
              TKV_SEAM_LOCK_TIMEOUT HOME FRESH
@@ -46,14 +46,11 @@ ONE_BASE := $(if $(filter command line environment,$(base_origin)),$(BASE),)
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
 VENV    := .venv
-VLLM_VENV := .venv-vllm-$(BASE)
 LOCK    := ci/lock-cpu-$(BASE).txt
 UV      := $(VENV)/bin/uv
 TOOL    := $(VENV)/bin/tkv-seam
 FORCE_FLAG := $(if $(filter 1 yes true,$(FORCE)),--force,)
 export UV_CACHE_DIR ?= $(HOME)/.cache/uv
-# uv ignores pip's config: point it at the local CPU torch wheel when the machine has one.
-FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(call sh,$(PIP_FIND_LINKS)),)
 
 .DEFAULT_GOAL := help
 
@@ -95,12 +92,13 @@ $(VENV)/.done: pyproject.toml
 
 venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff | PYTHON=python3.11
 
-# uv skips the lock's '#' header lines (how it was made, how to remake it).
-$(VLLM_VENV)/.done: $(LOCK) $(VENV)/.done
-	rm -rf $(call sh,$(VLLM_VENV))
-	$(call sh,$(UV)) venv -q -p $(call sh,$(PYTHON)) $(call sh,$(VLLM_VENV)) $(to_err)
-	$(call sh,$(UV)) pip install -q -p $(call sh,$(VLLM_VENV))/bin/python --no-deps $(FIND_LINKS) -r $(call sh,$(LOCK)) $(to_err)
-	touch $(call sh,$@)
+# The test venv is the tool's: it builds .venv-vllm-BASE from the lock and the base's rules in
+# bases.toml (the Triton stand-in where they say so), and keeps it when nothing it is built from changed.
+venv-vllm: export TKV_VENV_TRITON := $(value TRITON)
+venv-vllm: venv $(LOCK) ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch from ci/lock-cpu-BASE.txt, and the base's rules (TRITON=stand-in: record that rule first) | BASE=<base> PYTHON=python3.11 PIP_FIND_LINKS=<dir> TRITON=<stand-in|none>
+	@set -- venv-vllm $(BASE) --python $(call sh,$(PYTHON)); \
+	if [ -n "$$TKV_VENV_TRITON" ]; then set -- "$$@" --triton "$$TKV_VENV_TRITON"; fi; \
+	exec $(call sh,$(TOOL)) "$$@" $(to_err)
 
 # A base without its lock yet: say which command makes it (instead of make's "No rule to make target").
 ci/lock-cpu-%.txt:
@@ -110,9 +108,13 @@ ci/lock-cpu-%.txt:
 # reach the tool through the environment, taken with $(value), as for carry and port: make expands
 # nothing in them and the shell runs nothing in them (a marker's quotes, a space, backticks stay as written).
 lock-cpu: export TKV_LOCK_EXCLUDE_NEWER := $(value EXCLUDE_NEWER)
-lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt with uv and this machine's CPU torch | BASE=<base> EXCLUDE_NEWER=<time> (the same pins again)
+lock-cpu: export TKV_LOCK_EXCLUDE := $(value EXCLUDE)
+lock-cpu: export TKV_LOCK_WHY := $(value WHY)
+lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt with uv, the machine's CPU torch and the base's rules (bases.toml) | BASE=<base> EXCLUDE_NEWER=<time> (the same pins again) EXCLUDE='<package> ...' WHY='<reason>' (left out, recorded in bases.toml)
 	@set -- lock-cpu $(BASE); \
 	if [ -n "$$TKV_LOCK_EXCLUDE_NEWER" ]; then set -- "$$@" --exclude-newer "$$TKV_LOCK_EXCLUDE_NEWER"; fi; \
+	set -f; for p in $$TKV_LOCK_EXCLUDE; do set -- "$$@" --exclude "$$p"; done; set +f; \
+	if [ -n "$$TKV_LOCK_WHY" ]; then set -- "$$@" --why "$$TKV_LOCK_WHY"; fi; \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@"
 
@@ -142,8 +144,6 @@ carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again
 retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dropped/; not v0.31.0) | BASE=<base> FORCE=1
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
 	$(call sh,$(TOOL)) retire $(BASE) $(FORCE_FLAG)
-
-venv-vllm: $(VLLM_VENV)/.done ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch, from ci/lock-cpu-BASE.txt | BASE=<base> PYTHON=python3.11 PIP_FIND_LINKS=<dir>
 
 apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE | BASE=<base> FORCE=1 VLLM_GIT=<url-or-path>
 	$(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG) $(to_err)

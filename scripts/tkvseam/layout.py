@@ -29,12 +29,13 @@ Under a project's ``build/`` (each entry ``E`` is guarded by the lock file ``.E.
 ``overlay-venv/``           the stage ``overlay install``/``restore`` work from
 ``image-<base>/``           the image's build context
 ``plugin/``                 the plugin wheels a lane downloads
-``locks/``                  the locks of ``lock-cpu`` (one per base)
+``locks/``                  the locks of ``lock-cpu`` (one per base) and of ``venv-vllm`` (one per venv)
 ==========================  ===========================================================
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -106,6 +107,14 @@ def plugin_dir(root: Path) -> Path:
 
 def cpu_lock_lock(root: Path, base: str) -> Path:
     return build(root) / "locks" / f"lock-cpu-{base}.lock"
+
+
+def venv_lock(root: Path, venv: Path) -> Path:
+    """The lock of a test venv ``venv-vllm`` builds: one per venv path (a ``--path`` outside the
+    project included), under the project's ``build/locks/``, never beside the venv."""
+    name = Path(os.path.abspath(venv))
+    tag = hashlib.sha256(str(name).encode()).hexdigest()[:12]
+    return build(root) / "locks" / f"venv-{name.name}-{tag}.lock"
 
 
 def lock_of(path: Path) -> Path:

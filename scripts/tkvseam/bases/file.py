@@ -23,6 +23,7 @@ from .. import hints
 from ..errors import RefusedError, SeamError
 from ..fsutil import current_umask
 from ..lock import locked, tree_lock_path
+from .pins import CpuVenv
 
 
 def lock_path(path: Path) -> Path:
@@ -132,6 +133,51 @@ def set_seam(path: Path, name: str, seam: Table, check: Callable[[], bool] | Non
         base.add("seam", seam)
         write(path, doc)
     return True
+
+
+def cpu_table(cpu: CpuVenv, comment: str = "") -> Table:
+    """``["<base>".seam.cpu]`` as the hand-written ones look: one exclusion per line."""
+    out = tomlkit.table()
+    if comment:
+        out.add(tomlkit.comment(comment))
+    if cpu.torch:
+        out.add("torch", cpu.torch)
+    exclude = tomlkit.array()
+    for e in cpu.exclude:
+        exclude.append(inline_table({"name": e.name, "why": e.why}))
+    out.add("exclude", exclude.multiline(True))
+    if cpu.triton:
+        out.add("triton", cpu.triton)
+    return out
+
+
+def set_cpu(path: Path, name: str, cpu: CpuVenv) -> None:
+    """Write ``cpu`` as ``["<name>".seam.cpu]`` (the rest of the seam table kept, created empty
+    when the base has none yet), holding the file's lock."""
+    with locked(lock_path(path), f"the bases file {path}"):
+        doc = read(path)
+        if name not in doc:
+            raise SeamError(
+                f"{path}: no [{name!r}] table to add CPU test venv rules to",
+                hint=f"make pin VERSION={name.removeprefix('v')}",
+            )
+        base = doc[name]
+        if "seam" not in base:
+            base.add("seam", tomlkit.table())
+        seam = base["seam"]
+        if isinstance(seam, tomlkit.items.InlineTable):  # seam = { ... } on one line: cpu too
+            new = cpu_table(cpu)
+            seam["cpu"] = inline_table({key: new[key] for key in new})
+        elif "cpu" not in seam:
+            seam.add("cpu", cpu_table(cpu))
+        else:  # key by key, so the table's comments stay
+            table, new = seam["cpu"], cpu_table(cpu)
+            for key in ("torch", "exclude", "triton"):
+                if key in new:
+                    table[key] = new[key]
+                elif key in table:
+                    del table[key]
+        write(path, doc)
 
 
 def remove_base(path: Path, name: str, held: bool = False) -> bool:

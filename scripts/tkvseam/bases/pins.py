@@ -57,17 +57,58 @@ class Plugin:
 
 
 @dataclass(frozen=True)
+class Exclusion:
+    """A package the CPU test venv leaves out of the release's requirements, and why."""
+
+    name: str
+    why: str
+
+
+TORCH_LOCAL = "local"  # the machine's CPU build of torch ($PIP_FIND_LINKS), whatever the release asks
+TRITON_STAND_IN = "stand-in"  # the test venv reports Triton present (docs/tests.md, "Triton on CPU")
+
+
+@dataclass(frozen=True)
+class CpuVenv:
+    """How a base's CPU test venv (its lock, ``make venv-vllm``) departs from the release's own
+    requirements: data of the base (``["<base>".seam.cpu]``), so carrying a release edits no code.
+
+    ``torch``: ``local`` or a version; ``exclude``: what the lock leaves out, each with its
+    reason; ``triton``: ``stand-in`` or empty.
+    """
+
+    torch: str = ""
+    exclude: tuple[Exclusion, ...] = ()
+    triton: str = ""
+
+    @property
+    def given(self) -> bool:
+        return bool(self.torch or self.exclude or self.triton)
+
+    @property
+    def excluded(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.exclude)
+
+    def with_exclusions(self, more: list[Exclusion]) -> CpuVenv:
+        """These rules and ``more`` (a name already left out keeps its first reason)."""
+        known = set(self.excluded)
+        extra = tuple(e for e in more if e.name not in known)
+        return CpuVenv(self.torch, self.exclude + extra, self.triton)
+
+
+@dataclass(frozen=True)
 class SeamPins:
     """What the seam is checked with on this base: a new base brings its own.
 
     ``ruff``: the version of upstream's style gate (its .pre-commit-config.yaml);
     ``plugin``: the real client; ``upstream_tests``: upstream's test files that
-    must show no new failure on the patched tree.
+    must show no new failure on the patched tree; ``cpu``: the CPU test venv's rules.
     """
 
     ruff: str = ""
     plugin: Plugin = field(default_factory=Plugin)
     upstream_tests: tuple[str, ...] = ()
+    cpu: CpuVenv = field(default_factory=CpuVenv)
 
 
 @dataclass(frozen=True)
@@ -129,6 +170,7 @@ _PROJECT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 _PREFIX = re.compile(r"[0-9a-fA-F]{7,40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _REQUIRED = object()
+_PACKAGE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
 class _Entry:
@@ -223,6 +265,7 @@ def _base(name: str, data: object, path: Path) -> Base:
         )
     seam = e.table("seam", "a table", default={})
     plugin = seam.table("plugin", "a table { requirement, hashes }", default={})
+    cpu = _cpu_venv(seam.table("cpu", "a table { torch, exclude, triton }", default={}))
     return Base(
         name=name,
         version=version,
@@ -239,8 +282,50 @@ def _base(name: str, data: object, path: Path) -> Base:
                 plugin.strings("hashes", "a list of sha256:<hex> strings", default=[]),
             ),
             upstream_tests=seam.strings("upstream_tests", "a list of test file paths", default=[]),
+            cpu=cpu,
         ),
     )
+
+
+def _cpu_venv(e: _Entry) -> CpuVenv:
+    unknown = sorted(set(e.data) - {"torch", "exclude", "triton"})
+    if unknown:
+        raise e.fail(unknown[0], "absent (the cpu table has torch, exclude and triton)", e.data[unknown[0]])
+    torch = e.text("torch", f'"{TORCH_LOCAL}" or a torch version', default="")
+    if torch and torch != TORCH_LOCAL:
+        try:
+            Version(torch)
+        except InvalidVersion:
+            raise e.fail("torch", f'"{TORCH_LOCAL}" or a torch version', torch) from None
+    what = "a list of { name, why } (a package name and its reason)"
+    exclude = []
+    for item in e.get("exclude", list, what, default=[]):
+        if not (
+            isinstance(item, dict)
+            and set(item) == {"name", "why"}
+            and isinstance(item["name"], str)
+            and _PACKAGE.fullmatch(item["name"])
+            and isinstance(item["why"], str)
+            and item["why"].strip()
+        ):
+            raise e.fail("exclude", what, item)
+        exclude.append(Exclusion(item["name"], item["why"]))
+    triton = e.text("triton", f'"{TRITON_STAND_IN}" or absent', default="")
+    if triton not in ("", TRITON_STAND_IN):
+        raise e.fail("triton", f'"{TRITON_STAND_IN}" or absent', triton)
+    return CpuVenv(torch, tuple(exclude), triton)
+
+
+def cpu_rules(bases: dict[str, Base], base: Base) -> tuple[CpuVenv, str]:
+    """The CPU test venv's rules of ``base`` and the base they are written for: its own table,
+    else the one of the newest older base that has one (what a carry starts from), else none."""
+    if base.seam.cpu.given:
+        return base.seam.cpu, base.name
+    older = [b for b in bases.values() if b.seam.cpu.given and Version(b.version) < Version(base.version)]
+    if not older:
+        return CpuVenv(), ""
+    source = max(older, key=lambda b: Version(b.version))
+    return source.seam.cpu, source.name
 
 
 def load_bases(path: Path, root: Path | None = None) -> dict[str, Base]:

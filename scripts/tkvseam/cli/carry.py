@@ -1,13 +1,16 @@
-"""Subcommands that carry a base in and out: ``carried``, ``seam-table``, ``lock-cpu``, ``retire``.
+"""Subcommands that carry a base in and out: ``carried``, ``seam-table``, ``lock-cpu``,
+``venv-vllm``, ``retire``.
 
 Bodies parse options and call the library; the top group maps errors to exit codes.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from .options import Context, emit, force_option, json_option, pass_ctx
+from .options import Context, absolute, emit, force_option, json_option, pass_ctx
 
 
 @click.command()
@@ -79,24 +82,116 @@ def seam_table(ctx: Context, base_name, source, plugin, ruff, force, as_json):
 )
 @click.option("--index-url", default=None, help="Package index for uv [default: uv's, PyPI].")
 @click.option("--no-index", is_flag=True, help="Resolve from the find-links directories only.")
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    help="Leave this package out of the lock (repeatable); recorded in BASE's cpu rules in bases.toml.",
+)
+@click.option(
+    "--why", default=None, help="The reason recorded with --exclude [default: 'given to lock-cpu']."
+)
 @json_option
 @pass_ctx
-def lock_cpu(ctx: Context, base_name, find_links, torch_version, exclude_newer, index_url, no_index, as_json):
+def lock_cpu(
+    ctx: Context,
+    base_name,
+    find_links,
+    torch_version,
+    exclude_newer,
+    index_url,
+    no_index,
+    exclude,
+    why,
+    as_json,
+):
     """Resolve BASE's CPU lock (ci/lock-cpu-BASE.txt) with uv: that vLLM, the local CPU torch.
 
-    The release's test pins, torch overridden to this machine's +cpu build, torchvision,
-    torchaudio and torchcodec excluded; the file's header says how it was made and the
-    one command that remakes it. A changed lock is replaced; the old one is kept under build/dropped/.
+    The release's test pins and the base's rules (["BASE".seam.cpu] in bases.toml, or those of
+    the base it is carried from): torch overridden (the machine's +cpu build), the packages left
+    out, each with its reason. The file's header says all of it and the one command that remakes
+    it. A changed lock is replaced; the old one is kept under build/dropped/.
     """
+    from ..bases.pins import Exclusion, load_bases
+    from ..errors import UsageError
     from ..release.cpulock import lock_cpu as do_lock
 
+    bases = load_bases(ctx.bases_file, ctx.root)
     base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make lock-cpu BASE=v<version>)")
+    if why is not None and not exclude:
+        raise UsageError("--why is the reason of an --exclude; give the package too", hint="make help")
+    reason = " ".join((why or "given to lock-cpu --exclude").split())
     links = list(find_links) or None
     emit(
         do_lock(
-            ctx.root, base, ctx.cache, links, torch_version, exclude_newer, index_url, no_index, ctx.progress
+            ctx.root,
+            base,
+            ctx.cache,
+            links,
+            torch_version,
+            exclude_newer,
+            index_url,
+            no_index,
+            ctx.progress,
+            bases=bases,
+            exclude=[Exclusion(name, reason) for name in exclude],
+            bases_file=ctx.bases_file,
         )
     )
+
+
+@click.command("venv-vllm")
+@click.argument("base_name", metavar="BASE")
+@click.option(
+    "--path",
+    "path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Build it there (a directory that does not exist yet, or one this command built) [default: .venv-vllm-BASE].",
+)
+@click.option("--python", "python", default="python3.11", show_default=True, help="Interpreter for uv venv.")
+@click.option(
+    "--find-links",
+    "find_links",
+    multiple=True,
+    help="Directory holding the CPU torch wheel (repeatable) [default: $PIP_FIND_LINKS].",
+)
+@click.option(
+    "--triton",
+    type=click.Choice(["stand-in", "none"]),
+    default=None,
+    help="Record BASE's Triton rule in bases.toml first: stand-in (vLLM is told Triton is present; "
+    "docs/tests.md) or none.",
+)
+@click.option(
+    "--check", is_flag=True, help="Then run the canary: import vLLM, a tiny model's engine config, stock."
+)
+@json_option
+@pass_ctx
+def venv_vllm(ctx: Context, base_name, path, python, find_links, triton, check, as_json):
+    """Build BASE's CPU test venv from its lock (ci/lock-cpu-BASE.txt) and its rules.
+
+    uv venv + uv pip install --no-deps -r the lock (with $PIP_FIND_LINKS for the CPU torch), then
+    what BASE's rules (["BASE".seam.cpu] in bases.toml) add. Kept as it is when nothing it is
+    built from changed. With --path: the same venv elsewhere, for your own overlay
+    (tkv-seam overlay install --python <path>/bin/python).
+    """
+    from ..bases import file as basesfile
+    from ..bases.pins import CpuVenv, cpu_rules, load_bases
+    from ..seamtest.testvenv import build
+
+    bases = load_bases(ctx.bases_file, ctx.root)
+    base = ctx.base(base_name, hint="make venv-vllm BASE={}")
+    if triton is not None:
+        rules, _ = cpu_rules(bases, base)
+        wanted = "" if triton == "none" else triton
+        if rules.triton != wanted or not base.seam.cpu.given:
+            basesfile.set_cpu(ctx.bases_file, base.name, CpuVenv(rules.torch, rules.exclude, wanted))
+            bases = load_bases(ctx.bases_file, ctx.root)
+            base = bases[base.name]
+    links = list(find_links) or None
+    where = absolute(path) if path is not None else None
+    emit(build(ctx.root, base, bases, where, python, links, check, ctx.progress))
 
 
 @click.command()
@@ -176,4 +271,4 @@ def carry(
     emit(do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress))
 
 
-COMMANDS = [carried, seam_table, lock_cpu, retire, carry]
+COMMANDS = [carried, seam_table, lock_cpu, venv_vllm, retire, carry]

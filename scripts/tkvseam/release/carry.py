@@ -200,7 +200,7 @@ def carry(
     for s in result.steps:
         progress.step(f"carry {base.name}: {s.line()}")
     if opts.prove:
-        session.session.prove, proving = _prover(root, base, progress)
+        session.session.prove, proving = _prover(root, bases, base, progress)
         result.steps.append(proving)
     try:
         if session.in_progress():
@@ -249,30 +249,53 @@ def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
         )
 
 
-def _prover(root: Path, base: Base, progress: Progress):
-    """(the base's test venv for proving, the step saying so): ``make venv-vllm BASE=…`` from its
-    lock when the project has the Makefile; (None, step "off" saying why) when it cannot be had:
-    the port goes on with the gate alone."""
-    import os
-    import subprocess
-
+def _prover(root: Path, bases: dict[str, Base], base: Base, progress: Progress):
+    """(the base's test venv for proving, the step saying so). The venv is built from the base's
+    lock and rules (``seamtest.testvenv``, as ``make venv-vllm`` builds it) and its canary run: a
+    venv in which stock vLLM does not start stops the carry as the environment, before any patch
+    is blamed for it; one that cannot be built turns proving off (the gate alone), saying why."""
     from ..port.prove import Prover
+    from ..seamtest.testvenv import build, built_by_tool
 
-    python = root / base.test_venv / "bin" / "python"
     make = hints.make("venv-vllm", BASE=base.name)
-    if (root / "Makefile").is_file():
-        progress.step(f"carry {base.name}: test venv {base.test_venv} (`{make}`, from {base.cpu_lock})")
-        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        cmd = ["make", "--no-print-directory", "-C", str(root), "venv-vllm", f"BASE={base.name}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            why = f"`{make}` failed (exit {proc.returncode}: {last})"
-            return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")
-    if not python.exists():
-        why = f"no test venv {base.test_venv} (`{make}` builds it from {base.cpu_lock})"
+    python = root / base.test_venv / "bin" / "python"
+    if python.exists() and not built_by_tool(root / base.test_venv):
+        return Prover(python), Step(
+            "prove",
+            "on",
+            f"each patch's Tests:/Guard:s with {base.test_venv} (not built by tkv-seam: used as it is)",
+        )
+    progress.step(f"carry {base.name}: test venv {base.test_venv} (`{make}`, from {base.cpu_lock})")
+    try:
+        venv = build(root, base, bases, check=True, progress=progress)
+    except SeamError as e:
+        why = f"`{make}` failed: {e.message.splitlines()[0]}"
         return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")
-    return Prover(python), Step("prove", "on", f"each patch's Tests:/Guard:s with {base.test_venv}")
+    if venv.canary != "ok":
+        raise environment_stop(base, venv.canary)
+    return Prover(python), Step(
+        "prove", "on", f"each patch's Tests:/Guard:s with {base.test_venv} (canary: stock vLLM starts)"
+    )
+
+
+TRITON_REFUSAL = "requires Triton"  # vLLM 0.34.0's x86 CPU platform without triton-cpu
+
+
+def environment_stop(base: Base, said: str) -> PortStopped:
+    """The carry's stop for a test venv in which stock vLLM does not start: no patch is blamed."""
+    again = hints.make("carry", VERSION=base.version)
+    if TRITON_REFUSAL in said:
+        fix = (
+            f"{hints.make('venv-vllm', BASE=base.name, TRITON='stand-in')} (records the rule in bases.toml: "
+            "vLLM is told Triton is present; docs/tests.md, 'Triton on CPU'), then "
+        )
+    else:
+        fix = f'fix the venv\'s rules (["{base.name}".seam.cpu] in bases.toml, docs/bases.md), then '
+    return PortStopped(
+        f"{base.name}: environment: stock vLLM {base.version} does not start in its test venv "
+        f"{base.test_venv} (no patch is applied there): {said}",
+        hint=f"{fix}{again}; or carry with the gate alone: {hints.make('carry', VERSION=base.version, PROVE=0)}",
+    )
 
 
 def _stop_hint(tree: Path, base: Base) -> str:
@@ -312,6 +335,7 @@ def _lock(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
         opts.lock_index_url,
         opts.no_index,
         progress=progress,
+        bases=bases,
     )
     return Step("lock", "written", f"{done.path}: {len(done.pins)} pins, torch {done.torch.version}")
 

@@ -34,7 +34,7 @@ from packaging.version import InvalidVersion, Version
 from ..bases import file as basesfile
 from .. import git, hints, layout
 from ..answer import Answer, plain
-from ..bases.pins import Base, Plugin, SeamPins, load_bases
+from ..bases.pins import Base, CpuVenv, Plugin, SeamPins, cpu_rules, load_bases
 from ..bases.repo import BaseRepo, base_repo
 from ..bases.index import default_index_url, listing
 from ..bases.carried import carried_before
@@ -82,6 +82,8 @@ class SeamTable(Answer):
     plugin: Plugin
     plugin_from: str
     tests: list[TestFile] = field(default_factory=list)
+    cpu: CpuVenv = field(default_factory=CpuVenv)  # the CPU test venv's rules
+    cpu_from: str = ""  # the base whose rules they are
     status: TableStatus = TableStatus.DERIVED
     bases_file: str = ""  # where ``write`` wrote it (its name)
     kept: str | None = None  # where ``write --force`` kept the bases file it replaced
@@ -91,7 +93,7 @@ class SeamTable(Answer):
         return tuple(t.new_path or t.path for t in self.tests if t.status != TestFileStatus.DROPPED)
 
     def pins(self) -> SeamPins:
-        return SeamPins(self.ruff, self.plugin, self.upstream_tests)
+        return SeamPins(self.ruff, self.plugin, self.upstream_tests, self.cpu)
 
     def to_json(self) -> dict:
         out = plain(self)
@@ -103,10 +105,19 @@ class SeamTable(Answer):
         plugin = self.plugin.requirement + (
             f" ({len(self.plugin.hashes)} hash(es))" if self.plugin.hashes else ""
         )
+        cpu = ", ".join(self.cpu.excluded) or "nothing"
+        triton = f"; Triton: {self.cpu.triton}" if self.cpu.triton else ""
         return [
             f"ruff     {self.ruff} ({self.ruff_from})",
             f"plugin   {plugin} ({self.plugin_from})",
             *(t.line() for t in self.tests),
+            *(
+                [
+                    f"cpu      torch {self.cpu.torch or 'as asked'}; left out: {cpu}{triton} ({self.cpu_from}'s)"
+                ]
+                if self.cpu.given
+                else []
+            ),
         ]
 
     def lines(self) -> list[str]:
@@ -340,7 +351,8 @@ def derive(
     old_repo, _ = base_repo(src, cache, index_url=index_url, progress=progress)
     progress.step(f"upstream test files of {src.name} on {new.name}")
     tests = upstream_tests(old_repo, new_repo, src.seam.upstream_tests)
-    return SeamTable(new.name, src.name, ruff_version, ruff_from, pin, plugin_from, tests)
+    cpu, cpu_from = cpu_rules(bases, new)
+    return SeamTable(new.name, src.name, ruff_version, ruff_from, pin, plugin_from, tests, cpu, cpu_from)
 
 
 def toml_table(table: SeamTable) -> tomlkit.items.Table:
@@ -365,6 +377,9 @@ def toml_table(table: SeamTable) -> tomlkit.items.Table:
     tests = tomlkit.array()
     tests.extend(table.upstream_tests)
     out.add("upstream_tests", tests.multiline(True))
+    if table.cpu.given:
+        why = f"the CPU test venv's rules, {table.cpu_from}'s (docs/bases.md); make lock-cpu writes them into the lock"
+        out.add("cpu", basesfile.cpu_table(table.cpu, why))
     return out
 
 
@@ -420,4 +435,6 @@ def _differences(old: SeamPins, new: SeamPins) -> list[str]:
     added = [p for p in new.upstream_tests if p not in old.upstream_tests]
     out += [f"upstream_tests: only in the bases file: {p}" for p in gone]
     out += [f"upstream_tests: only derived: {p}" for p in added]
+    if old.cpu.given and old.cpu != new.cpu:
+        out.append(f"cpu: bases file has {old.cpu}, derived {new.cpu}")
     return out

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +28,20 @@ import pytest
 
 from tkvseam import git
 
-from ..fixtures.carrying import OLD_FILES, PLUGIN_HASH, NEW_FILES, git_project, make_wheels, status
+from ..fixtures.carrying import (
+    NEW_FILES,
+    OLD_FILES,
+    PLUGIN_HASH,
+    STARTING_VLLM,
+    git_project,
+    make_wheels,
+    status,
+    wheel,
+)
 from ..fixtures.index import serve_index
 from ..fixtures.project import Project
 from ..fixtures.upstream import make_release
 from ..fixtures.hintcheck import ROOT, TOOL, command_problems, make_help
-from ..fixtures.overlay import make_venv
 
 pytestmark = pytest.mark.skipif(not shutil.which("make"), reason="GNU make not installed")
 
@@ -242,6 +251,10 @@ image = {{ name = "example/vllm-openai:{name}", revision_prefix = "{up.commit[:1
 ruff = "0.14.0"  # the ruff beside this Python: no install
 plugin = {{ requirement = "turbo-attn==1.0.0", hashes = ["{PLUGIN_HASH}"] }}
 upstream_tests = ["tests/test_math.py", "tests/test_moved.py"]
+
+["{name}".seam.cpu]
+torch = "local"
+exclude = [{{ name = "torchvision", why = "PyPI's build needs CUDA libraries" }}]
 """
 
 
@@ -257,8 +270,19 @@ def releases(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory):
-    return make_wheels(tmp_path_factory.mktemp("readme-index"), tmp_path_factory.mktemp("readme-cpu"), V34)
+def wheels(tmp_path_factory, releases):
+    index, cpu = make_wheels(
+        tmp_path_factory.mktemp("readme-index"), tmp_path_factory.mktemp("readme-cpu"), V34, STARTING_VLLM
+    )
+    # v0.31.0's vllm as a wheel (the sdist's vllm/ files), for `venv-vllm v0.31.0 --path`
+    with tarfile.open(releases[f"v{V31}"].tarball) as tar:
+        files = {
+            m.name.split("/", 1)[1]: tar.extractfile(m).read().decode()
+            for m in tar.getmembers()
+            if m.isfile() and m.name.split("/", 1)[1].startswith("vllm/")
+        }
+    wheel(index, "vllm", V31, files=files)
+    return index, cpu
 
 
 def _message(slug: str, summary: str, depends: str = "none") -> str:
@@ -423,9 +447,9 @@ def retired(w: World) -> None:
 
 
 def made_venv(w: World) -> None:
-    state = json.loads((w.root / "build/vllm-v0.31.0/.git/tkv-seam.json").read_text())
-    venv = make_venv(w.tmp / "myvenv", w.root / "build/vllm-v0.31.0", state["base_commit"])
-    w.outputs.append(str(venv.site))
+    [site] = (w.tmp / "myvenv").glob("lib/python*/site-packages")
+    assert (site / "vllm/engine/arg_utils.py").is_file() and (w.tmp / "myvenv/tkv-seam-venv.json").is_file()
+    w.outputs.append(str(site))
 
 
 def overlaid(patched: bool) -> Callable[[World], None]:
@@ -516,6 +540,7 @@ SCENARIOS: dict[str, list[Step]] = {
     ],
     "overlay": [
         run("make apply"),
+        run(f"{TOOL} venv-vllm v0.31.0 --path <your venv>", your_venv="__VENV__", says="built from"),
         made_venv,
         run(f"{TOOL} overlay install --python <your venv>/bin/python", your_venv="__VENV__"),
         overlaid(True),

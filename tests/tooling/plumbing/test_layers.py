@@ -59,6 +59,7 @@ STANDALONE = (
     "seamtest.optimized_bytecode",
     "seamtest.load_plugins",
     "seamtest.outcomes",
+    "seamtest.triton_standin",
 )
 
 

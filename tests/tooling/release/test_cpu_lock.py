@@ -8,6 +8,8 @@ find-links directory standing for $PIP_FIND_LINKS) and torchvision, whose builds
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import os
 import subprocess
 from pathlib import Path
@@ -232,3 +234,68 @@ def test_a_torch_that_is_no_version_is_a_usage_error_before_uv_runs(cproject, wh
     """It went to uv ('Couldn't parse requirement … torch==x y') with a 'check network access' hint."""
     out = json.loads(cproject.cli(*lock_args(wheels, "--torch", "x y"), "--json", expect=2).stdout)
     assert out["error"] == "--torch 'x y' is not a version (e.g. 2.13.0+cpu)"
+
+
+def test_the_rules_are_data_of_the_base_and_the_header_gives_each_with_its_reason(cproject, wheels):
+    """What the lock leaves out comes from bases.toml (the base carried from, until the new base
+    has a table of its own), never from the tool's code; the header says each rule and why."""
+    out = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    head = "\n".join(x for x in (cproject.root / out["path"]).read_text().splitlines() if x.startswith("#"))
+    assert (
+        f'rules: ["{NEW_NAME}".seam.cpu] of bases.toml ({OLD_NAME}\'s, the base it is carried from)' in head
+    )
+    assert "    torchvision: needs CUDA libraries" in head and out["excluded"][0] == "torchvision"
+    # a rule added to the data changes the lock: helper left out too
+    bases = cproject.root / "bases.toml"
+    rule = '    { name = "torchcodec", why = "needs CUDA libraries" },\n'
+    bases.write_text(bases.read_text().replace(rule, rule + '    { name = "helper", why = "not wanted" },\n'))
+    again = json.loads(cproject.cli(*lock_args(wheels), "--json").output)
+    assert again["status"] == "replaced" and again["excluded"][-1] == "helper"
+    assert "helper==2.0" in out["pins"] and not [p for p in again["pins"] if p.startswith("helper")]
+
+
+def test_a_pin_the_index_does_not_serve_stops_naming_it_and_the_command_that_leaves_it_out(
+    cproject, wheels, tmp_path
+):
+    index, cpu = wheels
+    odd = tmp_path / "index"
+    shutil.copytree(index, odd)
+    for f in odd.glob("vllm-*.whl"):
+        f.unlink()
+    wheel(odd, "vllm", NEW, ["torch==9.2.0", "torchvision==2.0.0", "kernels-fake==0.7.3"])
+    for version in ("0.7.1", "0.7.2.post1", "0.7.4", "0.8.0", "0.9.0"):
+        wheel(odd, "kernels-fake", version)
+    args = ["lock-cpu", NEW_NAME, "--no-index", "--find-links", str(odd), "--find-links", str(cpu)]
+    err = json.loads(cproject.cli(*args, "--json", expect=1).stdout)
+    assert "vllm 9.10.0 needs kernels-fake==0.7.3, which the index does not serve" in err["error"]
+    assert "it has 0.7.1, 0.7.2.post1, 0.7.4, 0.8.0 …" in err["error"]
+    assert "network" not in err["hint"]
+    assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
+    # the hint, as written: make lock-cpu BASE=… EXCLUDE=… WHY='…' (make passes them as these options)
+    words = shlex.split(err["hint"].split("   (")[0].split(": ", 1)[1])
+    assert words[:2] == ["make", "lock-cpu"]
+    given = dict(w.split("=", 1) for w in words[2:])
+    assert given["BASE"] == NEW_NAME and given["EXCLUDE"] == "kernels-fake"
+    done = json.loads(
+        cproject.cli(*args, "--exclude", given["EXCLUDE"], "--why", given["WHY"], "--json").output
+    )
+    assert done["status"] == "written" and "kernels-fake" in done["excluded"]
+    assert not [p for p in done["pins"] if p.startswith("kernels-fake")]
+    from tkvseam.bases.pins import load_bases
+
+    rules = load_bases(cproject.root / "bases.toml")[NEW_NAME].seam.cpu
+    assert rules.excluded == ("torchvision", "torchaudio", "torchcodec", "kernels-fake")
+    assert rules.exclude[-1].why.startswith(
+        "vllm 9.10.0 needs kernels-fake==0.7.3, which the index does not serve"
+    )
+    head = (cproject.root / done["path"]).read_text()
+    assert f'rules: ["{NEW_NAME}".seam.cpu] of bases.toml (its own)' in head
+    assert "kernels-fake: vllm 9.10.0 needs kernels-fake==0.7.3" in head
+
+
+def test_an_exclusion_that_is_no_package_name_or_a_why_alone_is_a_usage_error(cproject, wheels):
+    err = cproject.cli(*lock_args(wheels, "--exclude", "../x"), expect=2).stderr
+    assert "'../x' is not a package name" in err
+    err = cproject.cli(*lock_args(wheels, "--why", "because"), expect=2).stderr
+    assert "--why is the reason of an --exclude" in err
+    assert f'["{NEW_NAME}".seam' not in (cproject.root / "bases.toml").read_text()

@@ -80,7 +80,12 @@ def test_seam_table_carries_the_older_base_over_and_lists_every_test_file(cproje
     assert seam.ruff == "0.14.0"
     assert (seam.plugin.requirement, seam.plugin.hashes) == ("turbo-attn==1.0.0", (PLUGIN_HASH,))
     assert seam.upstream_tests == ("tests/test_math.py", "tests/unit/test_moved.py")
+    # the CPU test venv's rules are carried over as data, each exclusion with its reason
+    old = load_bases(cproject.root / "bases.toml")[OLD_NAME].seam.cpu
+    assert seam.cpu == old and seam.cpu.excluded == ("torchvision", "torchaudio", "torchcodec")
+    assert f"cpu      torch local; left out: torchvision, torchaudio, torchcodec ({OLD_NAME}'s)" in out
     after = (cproject.root / "bases.toml").read_text()
+    assert f"[\"{NEW_NAME}\".seam.cpu]\n# the CPU test venv's rules, {OLD_NAME}'s" in after
     assert after.startswith(before)  # the rest of the file byte for byte; the table goes last here
     assert f'["{NEW_NAME}".seam]\n# written by `tkv-seam seam-table {NEW_NAME}`' in after
     assert "# moved tests/test_moved.py -> tests/unit/test_moved.py" in after

@@ -1,0 +1,169 @@
+"""The CPU test venv the tool builds (``venv-vllm``): from the lock and the base's rules, kept when
+up to date, the Triton stand-in where the rules ask for it, the canary, and what it never replaces.
+
+The "vLLM" here is a tiny wheel: ``vllm.triton_utils.importing`` computes ``HAS_TRITON = False``
+as PyPI's CUDA triton makes vLLM 0.34.0 do on a CPU, and ``EngineArgs.create_engine_config``
+raises vLLM 0.34.0's words for an x86 CPU without Triton, so the canary and the stand-in are
+checked end to end in a real venv (uv, offline, from a find-links directory).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tkvseam import layout
+from tkvseam.lock import locked
+
+from ..fixtures.carrying import wheel
+from ..fixtures.upstream import NAME
+
+IMPORTING = "HAS_TRITON = False  # PyPI's CUDA triton has no CPU backend\n"
+ARG_UTILS = """\
+import vllm.triton_utils.importing as importing
+
+
+class EngineArgs:
+    def __init__(self, **kw):
+        self.kw = kw
+
+    def create_engine_config(self):
+        if not importing.HAS_TRITON:
+            raise RuntimeError("vLLM on x86 CPUs requires Triton (triton-cpu).")
+        return "config"
+"""
+VLLM_FILES = {
+    "vllm/__init__.py": "",
+    "vllm/triton_utils/__init__.py": "from vllm.triton_utils.importing import HAS_TRITON\n",
+    "vllm/triton_utils/importing.py": IMPORTING,
+    "vllm/engine/__init__.py": "",
+    "vllm/engine/arg_utils.py": ARG_UTILS,
+}
+
+
+@pytest.fixture(scope="module")
+def links(tmp_path_factory) -> Path:
+    here = tmp_path_factory.mktemp("links")
+    wheel(here, "vllm", "9.9.9", files=VLLM_FILES)
+    wheel(here, "tkv-helper-fake", "1.0")
+    return here
+
+
+@pytest.fixture
+def vproject(project, links, monkeypatch):
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    (project.root / "ci").mkdir()
+    (project.root / "ci" / f"lock-cpu-{NAME}.txt").write_text(
+        "# made by hand for the test\ntkv-helper-fake==1.0\nvllm==9.9.9\n"
+    )
+    return project
+
+
+def rules(project, triton: str = "") -> None:
+    """Give the base a ["<base>".seam.cpu] table (triton: "stand-in" or "")."""
+    extra = f', triton = "{triton}"' if triton else ""
+    cpu = f'cpu = {{ torch = "local", exclude = [{{ name = "torchvision", why = "CUDA" }}]{extra} }}'
+    bases = project.root / "bases.toml"
+    bases.write_text(
+        bases.read_text().replace('seam = { ruff = "0.14.0" }', f'seam = {{ ruff = "0.14.0", {cpu} }}')
+    )
+
+
+def has_triton(python: Path) -> str:
+    return subprocess.run(
+        [str(python), "-c", "import vllm.triton_utils as t; print(t.HAS_TRITON)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def test_the_venv_is_built_from_the_lock_and_kept_while_nothing_it_is_built_from_changed(vproject):
+    rules(vproject)
+    out = json.loads(vproject.cli("venv-vllm", NAME, "--json").output)
+    venv = vproject.root / f".venv-vllm-{NAME}"
+    assert out == {
+        "base": NAME,
+        "path": f".venv-vllm-{NAME}",
+        "status": "built",
+        "lock": f"ci/lock-cpu-{NAME}.txt",
+        "triton": "",
+        "canary": "",
+    }
+    assert has_triton(venv / "bin" / "python") == "False"  # no stand-in: vLLM as the lock installs it
+    python = (venv / "bin" / "python").stat().st_mtime_ns
+    again = json.loads(vproject.cli("venv-vllm", NAME, "--json").output)
+    assert again["status"] == "up to date" and (venv / "bin" / "python").stat().st_mtime_ns == python
+    lock = vproject.root / "ci" / f"lock-cpu-{NAME}.txt"
+    lock.write_text(lock.read_text().replace("tkv-helper-fake==1.0\n", ""))  # the lock changed: built again
+    assert json.loads(vproject.cli("venv-vllm", NAME, "--json").output)["status"] == "built"
+    freeze = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.util as u; print(u.find_spec('tkv_helper_fake_fake'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert freeze.stdout.strip() == "None"  # the old venv is gone, not patched over
+
+
+def test_the_triton_stand_in_tells_vllm_triton_is_present_and_the_canary_sees_it(vproject):
+    rules(vproject)
+    out = json.loads(vproject.cli("venv-vllm", NAME, "--check", "--json").output)
+    assert out["canary"].endswith("RuntimeError: vLLM on x86 CPUs requires Triton (triton-cpu).")
+    # the rule recorded in bases.toml, the venv built again with the stand-in, the canary passes
+    out = json.loads(vproject.cli("venv-vllm", NAME, "--triton", "stand-in", "--check", "--json").output)
+    assert (out["status"], out["triton"], out["canary"]) == ("built", "stand-in", "ok")
+    assert 'triton = "stand-in"' in (vproject.root / "bases.toml").read_text()
+    python = vproject.root / f".venv-vllm-{NAME}" / "bin" / "python"
+    assert has_triton(python) == "True"
+    # every process of the venv sees it (the .pth line), and nothing but HAS_TRITON changes
+    said = subprocess.run(
+        [str(python), "-c", "import vllm.triton_utils.importing as m; print(sorted(vars(m)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "HAS_TRITON" in said and "TritonPresent" not in said
+    # the rule taken back: built again without it
+    out = json.loads(vproject.cli("venv-vllm", NAME, "--triton", "none", "--json").output)
+    assert out["status"] == "built" and has_triton(python) == "False"
+
+
+def test_a_path_of_the_users_that_holds_anything_else_is_refused_and_left_as_it_is(vproject, tmp_path):
+    rules(vproject)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    err = vproject.cli("venv-vllm", NAME, "--path", str(mine), expect=5).stderr
+    assert "is not a venv tkv-seam built" in err and "nothing was changed" in err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    own = tmp_path / "own-venv"  # does not exist yet: built there, then kept as the tool's
+    assert (
+        json.loads(vproject.cli("venv-vllm", NAME, "--path", str(own), "--json").output)["status"] == "built"
+    )
+    assert (
+        json.loads(vproject.cli("venv-vllm", NAME, "--path", str(own), "--json").output)["status"]
+        == "up to date"
+    )
+    assert not list(tmp_path.glob(".*.lock"))  # its lock is under the project's build/locks/, not beside it
+
+
+def test_a_second_build_of_the_same_venv_waits_for_the_first(vproject, monkeypatch):
+    rules(vproject)
+    venv = vproject.root / f".venv-vllm-{NAME}"
+    monkeypatch.setenv("TKV_SEAM_LOCK_TIMEOUT", "0.5")
+    with locked(layout.venv_lock(vproject.root, venv), "held by the test"):
+        err = vproject.cli("venv-vllm", NAME, expect=10).stderr
+    assert "the test venv" in err and not venv.exists()
+
+
+def test_no_lock_names_the_command_that_makes_it(project):
+    err = project.cli("venv-vllm", NAME, expect=1).stderr
+    assert f"no CPU lock ci/lock-cpu-{NAME}.txt" in err and f"make lock-cpu BASE={NAME}" in err
