@@ -13,7 +13,6 @@ file). ``test_every_cheap_line_is_run_by_a_scenario`` fails when a cheap line is
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
