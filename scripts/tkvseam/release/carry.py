@@ -200,7 +200,7 @@ def carry(
     for s in result.steps:
         progress.step(f"carry {base.name}: {s.line()}")
     if opts.prove:
-        session.session.prove, proving = _prover(root, bases, base, progress)
+        session.session.prove, proving = _prover(root, bases, base, opts, progress)
         result.steps.append(proving)
     try:
         if session.in_progress():
@@ -249,7 +249,7 @@ def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
         )
 
 
-def _prover(root: Path, bases: dict[str, Base], base: Base, progress: Progress):
+def _prover(root: Path, bases: dict[str, Base], base: Base, opts: Options, progress: Progress):
     """(the base's test venv for proving, the step saying so). The venv is built from the base's
     lock and rules (``seamtest.testvenv``, as ``make venv-vllm`` builds it) and its canary run: a
     venv in which stock vLLM does not start stops the carry as the environment, before any patch
@@ -267,7 +267,9 @@ def _prover(root: Path, bases: dict[str, Base], base: Base, progress: Progress):
         )
     progress.step(f"carry {base.name}: test venv {base.test_venv} (`{make}`, from {base.cpu_lock})")
     try:
-        venv = build(root, base, bases, check=True, progress=progress)
+        venv = build(
+            root, base, bases, find_links=opts.find_links, check=True, progress=progress, no_index=opts.no_index
+        )
     except SeamError as e:
         why = f"`{make}` failed: {e.message.splitlines()[0]}"
         return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")

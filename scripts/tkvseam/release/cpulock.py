@@ -324,9 +324,9 @@ def unserved_error(
     return SeamError(
         f"{base}: the CPU lock cannot be resolved: vllm {version} needs {pinned}, which the index does not "
         f"serve; {has} (looked in {looked}).\nuv said:\n{detail}",
-        hint=f"if the CPU tests need no {name} (a CUDA kernel library, say), leave it out of the lock: "
+        hint=f"if the CPU tests need no {name} (a CUDA kernel library, say), leave it out of the lock: `"
         + hints.make("lock-cpu", BASE=base, EXCLUDE=name, WHY=why)
-        + "   (recorded with its reason in bases.toml); or give an index that has it (--index-url)",
+        + "` (recorded with its reason in bases.toml), or give an index that has it (--index-url)",
     )
 
 

@@ -186,6 +186,7 @@ def build(
     find_links: list[str] | None = None,
     check: bool = False,
     progress: Progress = QUIET,
+    no_index: bool = False,
 ) -> TestVenv:
     """Build (or keep, when up to date) ``base``'s CPU test venv; see the module docstring."""
     default = path is None
@@ -221,6 +222,7 @@ def build(
             (venv / RECORD).write_text("{}\n")  # the tool's from here on; complete once the record is written
             install = [uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"), "--no-deps"]
             install += [word for link in links for word in ("--find-links", link)]
+            install += ["--no-index"] if no_index else []
             _run(
                 [*install, "-r", str(lock)],
                 f"uv pip install -r {base.cpu_lock}",

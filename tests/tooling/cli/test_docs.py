@@ -31,7 +31,6 @@ from ..fixtures.carrying import (
     NEW_FILES,
     OLD_FILES,
     PLUGIN_HASH,
-    STARTING_VLLM,
     git_project,
     make_wheels,
     status,
@@ -271,7 +270,7 @@ def releases(tmp_path_factory):
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory, releases):
     index, cpu = make_wheels(
-        tmp_path_factory.mktemp("readme-index"), tmp_path_factory.mktemp("readme-cpu"), V34, STARTING_VLLM
+        tmp_path_factory.mktemp("readme-index"), tmp_path_factory.mktemp("readme-cpu"), V34
     )
     # v0.31.0's vllm as a wheel (the sdist's vllm/ files), for `venv-vllm v0.31.0 --path`
     with tarfile.open(releases[f"v{V31}"].tarball) as tar:

@@ -27,7 +27,6 @@ make = make_fixture  # fixtures/make.py: real make, the tool replaced by a recor
 def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queue(cproject, wheels):  # noqa: F811
     root = cproject.root
     first = carry(cproject, wheels, expect=12)
-    print("FIRST", first.output, first.stderr)
     assert "port to v9.10.0 stopped at 0002-add-mul.patch" in first.stderr
     assert f"make carry VERSION={NEW}` again (it continues the port)" in first.stderr
     base = load_bases(root / "bases.toml")[NEW_NAME]
@@ -38,14 +37,14 @@ def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queu
 
     tree = root / "build" / f"port-{NEW_NAME}"
     resolve_sub(tree)
-    out = json.loads(carry(cproject, wheels, "--reason", "upstream rewrote sub()", "--json").output)
+    out = json.loads(carry(cproject, wheels, "--reason", "upstream rewrote sub()", "--json").stdout)
     assert out["carried"] and out["source"] == OLD_NAME and out["problems"] == []
     steps = {s["step"]: s["status"] for s in out["steps"]}
     assert steps == {
         "pin": "pinned",
         "seam-table": "kept",
         "lock": "kept",
-        "prove": "off",
+        "prove": "on",  # the venv built by carry, its canary passed
         "port": "finished",
     }
     assert (root / base.cpu_lock).read_bytes() == lock_before  # the second run kept the first's lock

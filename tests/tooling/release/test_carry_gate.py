@@ -71,7 +71,7 @@ def test_a_patch_using_a_name_the_new_base_lost_stops_the_port_there_until_fixed
     assert git.head(tree) == head
 
     fix_square(tree)
-    out = json.loads(carry(gproject, wheels, "--json").output)
+    out = json.loads(carry(gproject, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     assert out["by_themselves"] == [
         {"name": "0001-cache-tweak.patch", "how": "3-way", "gate": "ok", "proven": False},
@@ -90,7 +90,7 @@ def test_skip_still_leaves_a_breaking_patch_out(gproject, wheels):  # noqa: F811
     resolve_as_product(_tree(gproject))
     carry(gproject, wheels, expect=12)
     gproject.cli("port", "skip", "--to", NEW_NAME, "--reason", "square() is not needed", expect=0)
-    out = json.loads(carry(gproject, wheels, "--json").output)
+    out = json.loads(carry(gproject, wheels, "--json").stdout)
     assert out["carried"]
     assert not (gproject.root / "patches" / NEW_NAME / "0003-use-mul.patch").exists()
 
@@ -115,7 +115,7 @@ def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through
     assert not (root / "patches" / NEW_NAME).exists()
     fix_square(tree)
     _commit_by_hand(tree, message.replace("Adds square().", "Adds square(), fixed by hand."))
-    out = json.loads(carry(gproject, wheels, "--json").output)
+    out = json.loads(carry(gproject, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     patch = (root / "patches" / NEW_NAME / "0003-use-mul.patch").read_text()
     assert "+    return product(a, a)" in patch and "fixed by hand" in patch  # the user's message kept
@@ -142,7 +142,7 @@ def test_a_gate_record_edited_into_something_else_is_no_crash(gproject, wheels, 
     resolve_as_product(tree)
     assert "stopped at 0003-use-mul.patch: breaks" in carry(gproject, wheels, expect=12).stderr
     fix_square(tree)
-    out = json.loads(carry(gproject, wheels, "--json").output)
+    out = json.loads(carry(gproject, wheels, "--json").stdout)
     assert out["carried"]
     rows = {row["name"]: row for row in out["by_themselves"]}
     assert rows["0001-cache-tweak.patch"]["gate"] == "not run"  # its entry was lost: said, not made up
@@ -151,7 +151,7 @@ def test_a_gate_record_edited_into_something_else_is_no_crash(gproject, wheels, 
 
 def test_a_one_run_carry_runs_the_style_gate(one_patch, wheels):  # noqa: F811
     """No stop: the port is onto the Base with the .seam table carry just wrote (its ruff pin)."""
-    out = json.loads(carry(one_patch, wheels, "--json").output)
+    out = json.loads(carry(one_patch, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == [], out["problems"]
     assert out["by_themselves"] == [
         {"name": "0001-cache-tweak.patch", "how": "3-way", "gate": "ok", "proven": False}
@@ -173,7 +173,7 @@ def test_a_rerun_after_a_problem_is_not_carried(two_patches, wheels):  # noqa: F
         assert "Depends-on 'gone-patch' is not an earlier patch of the series" in res.stderr
         assert f"{NEW_NAME}: NOT carried: its queue is written but has 1 lint/style problem(s)" in res.output
         assert f"{NEW_NAME}: carried" not in res.output
-    out = json.loads(carry(two_patches, wheels, "--json", expect=6).output)
+    out = json.loads(carry(two_patches, wheels, "--json", expect=6).stdout)
     assert not out["carried"] and len(out["problems"]) == 1
     assert (root / "patches" / NEW_NAME / "series").is_file()
 

@@ -15,7 +15,8 @@ import pytest
 from tkvseam import git
 
 from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
-from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
+from ..fixtures.carrying import NEW, NEW_NAME, carrying_project, git_project, make_wheels
+from ..fixtures.hintcheck import ROOT, problems
 from ..fixtures.provecase import HEADER_NODE, fix_header_test, make_prove_queue, make_test_venv
 
 
@@ -36,30 +37,72 @@ def test_a_patch_whose_own_test_fails_on_the_new_base_stops_there_with_its_id(pc
     assert not (pcase.root / "patches" / NEW_NAME).exists()
 
     fix_header_test(pcase.root / "build" / f"port-{NEW_NAME}")
-    out = json.loads(carry(pcase, wheels, "--json").output)
+    out = json.loads(carry(pcase, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     assert out["by_themselves"] == [
         {"name": "0001-cache-tweak.patch", "how": "3-way", "gate": "ok", "proven": True}
     ]
 
 
-def test_without_a_test_venv_the_gate_goes_on_alone_and_says_so_once(pcase, wheels):  # noqa: F811
-    """carry builds the venv itself (no make); one that cannot be built turns proving off, saying why."""
-    out = json.loads(carry(pcase, wheels, "--json").output)
+@pytest.fixture(scope="module")
+def broken_wheels(tmp_path_factory):
+    """The fake release's wheels, its vllm a placeholder module: no vLLM starts from them."""
+    return make_wheels(
+        tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu"), NEW, {"vllm_fake.py": ""}
+    )
+
+
+def test_a_venv_in_which_stock_vllm_does_not_start_stops_as_the_environment_naming_no_patch(
+    pcase, broken_wheels
+):
+    """carry builds the venv itself (no make) from the lock it wrote; the fake vllm there has no
+    engine, so the canary fails: the carry stops before any patch is proven or blamed."""
+    wheels = broken_wheels
+    err = json.loads(carry(pcase, wheels, "--json", expect=12).stdout)
+    assert err["error"].startswith(
+        f"{NEW_NAME}: environment: stock vLLM 9.10.0 does not start in its test venv .venv-vllm-{NEW_NAME} "
+        "(no patch is applied there): "
+    )
+    assert "No module named 'vllm'" in err["error"] and ".patch" not in err["error"]
+    assert err["hint"].endswith(f"or carry with the gate alone: make carry VERSION=9.10.0 PROVE=0")
+    assert problems(err["hint"]) == []
+    assert not (pcase.root / "build" / f"port-{NEW_NAME}").exists()  # no port started
+    again = json.loads(carry(pcase, wheels, "--json", expect=12).stdout)  # recorded: said again, not re-run
+    assert again["error"] == err["error"]
+    out = json.loads(carry(pcase, wheels, "--json", "--no-prove").stdout)
+    assert out["carried"] and not [s for s in out["steps"] if s["step"] == "prove"]
+
+
+def test_the_triton_refusal_names_the_stand_in():
+    from tkvseam.bases.pins import load_bases
+    from tkvseam.release.carry import environment_stop
+
+    base = load_bases(ROOT / "bases.toml")["v0.33.0"]
+    stop = environment_stop(base, "RuntimeError: vLLM on x86 CPUs requires Triton (triton-cpu).")
+    assert stop.exit_code == 12 and "environment" in stop.message
+    assert stop.hint.startswith("make venv-vllm BASE=v0.33.0 TRITON=stand-in ")
+    assert problems(stop.hint) == []
+
+
+def test_a_venv_that_cannot_be_built_turns_proving_off_and_says_why(pcase, wheels):  # noqa: F811
+    mine = pcase.root / f".venv-vllm-{NEW_NAME}"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("not a venv")  # not the tool's: never replaced
+    out = json.loads(carry(pcase, wheels, "--json").stdout)
     assert out["carried"]
     [prove] = [s for s in out["steps"] if s["step"] == "prove"]
     assert prove["status"] == "off"
     assert prove["detail"].startswith(
-        f"`make venv-vllm BASE={NEW_NAME}` failed: uv pip install -r ci/lock-cpu-{NEW_NAME}.txt failed (exit 1): "
+        f"`make venv-vllm BASE={NEW_NAME}` failed: .venv-vllm-{NEW_NAME} exists and is not"
     )
-    assert "filelock-fake" in prove["detail"]  # uv's own words: what it could not install
     assert prove["detail"].endswith("; the patches' own tests are not run, the gate is")
     assert [r["proven"] for r in out["by_themselves"]] == [False, False]
+    assert (mine / "notes.txt").read_text() == "not a venv"
 
 
 def test_no_prove_runs_the_gate_alone(pcase, releases, wheels):  # noqa: F811
     make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
-    out = json.loads(carry(pcase, wheels, "--json", "--no-prove").output)
+    out = json.loads(carry(pcase, wheels, "--json", "--no-prove").stdout)
     assert out["carried"] and not [s for s in out["steps"] if s["step"] == "prove"]
 
 
@@ -78,7 +121,7 @@ def test_a_resolution_is_proven_with_its_own_tests_line(pcase, releases, wheels)
             f"Tests: {HEADER_NODE}", f"Tests: {HEADER_NODE.replace('test_header', 'test_new_header')}"
         )
     )
-    out = json.loads(carry(pcase, wheels, "--json").output)
+    out = json.loads(carry(pcase, wheels, "--json").stdout)
     assert out["carried"]
     record = json.loads((tree / ".git" / "tkv-seam-port-gate.json").read_text())
     assert record["0002-header-test.patch"] == {"how": "resolved", "gate": "ok", "proven": True}

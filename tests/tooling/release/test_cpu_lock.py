@@ -272,7 +272,7 @@ def test_a_pin_the_index_does_not_serve_stops_naming_it_and_the_command_that_lea
     assert "network" not in err["hint"]
     assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
     # the hint, as written: make lock-cpu BASE=… EXCLUDE=… WHY='…' (make passes them as these options)
-    words = shlex.split(err["hint"].split("   (")[0].split(": ", 1)[1])
+    words = shlex.split(err["hint"].split("`")[1])
     assert words[:2] == ["make", "lock-cpu"]
     given = dict(w.split("=", 1) for w in words[2:])
     assert given["BASE"] == NEW_NAME and given["EXCLUDE"] == "kernels-fake"
