@@ -57,8 +57,7 @@ def test_a_venv_in_which_stock_vllm_does_not_start_stops_as_the_environment_nami
 ):
     """carry builds the venv itself (no make) from the lock it wrote; the fake vllm there has no
     engine, so the canary fails: the carry stops before any patch is proven or blamed."""
-    wheels = broken_wheels
-    err = json.loads(carry(pcase, wheels, "--json", expect=12).stdout)
+    err = json.loads(carry(pcase, broken_wheels, "--json", expect=12).stdout)
     assert err["error"].startswith(
         f"{NEW_NAME}: environment: stock vLLM 9.10.0 does not start in its test venv .venv-vllm-{NEW_NAME} "
         "(no patch is applied there): "
@@ -67,9 +66,9 @@ def test_a_venv_in_which_stock_vllm_does_not_start_stops_as_the_environment_nami
     assert err["hint"].endswith(f"or carry with the gate alone: make carry VERSION=9.10.0 PROVE=0")
     assert problems(err["hint"]) == []
     assert not (pcase.root / "build" / f"port-{NEW_NAME}").exists()  # no port started
-    again = json.loads(carry(pcase, wheels, "--json", expect=12).stdout)  # recorded: said again, not re-run
+    again = json.loads(carry(pcase, broken_wheels, "--json", expect=12).stdout)  # recorded: said again
     assert again["error"] == err["error"]
-    out = json.loads(carry(pcase, wheels, "--json", "--no-prove").stdout)
+    out = json.loads(carry(pcase, broken_wheels, "--json", "--no-prove").stdout)
     assert out["carried"] and not [s for s in out["steps"] if s["step"] == "prove"]
 
 
