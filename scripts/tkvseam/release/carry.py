@@ -268,7 +268,13 @@ def _prover(root: Path, bases: dict[str, Base], base: Base, opts: Options, progr
     progress.step(f"carry {base.name}: test venv {base.test_venv} (`{make}`, from {base.cpu_lock})")
     try:
         venv = build(
-            root, base, bases, find_links=opts.find_links, check=True, progress=progress, no_index=opts.no_index
+            root,
+            base,
+            bases,
+            find_links=opts.find_links,
+            check=True,
+            progress=progress,
+            no_index=opts.no_index,
         )
     except SeamError as e:
         why = f"`{make}` failed: {e.message.splitlines()[0]}"
