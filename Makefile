@@ -180,8 +180,8 @@ test: venv lint-code lint-workflows test-tooling ## Everything: lint, tool tests
 
 test-base: lint-queue check-refresh test-series test-seam test-image ## One base's checks (BASE): queue lint, refresh round trip, series, seam lanes, image | BASE=<base> TKV_SEAM_JOBS=<n>
 
-test-tooling: venv ## The queue's own tests (synthetic bases, offline); skipped when they passed with the same inputs | FRESH=1
-	$(lane) tooling $(foreach r,$(tooling_reads),--reads $(r)) -- $(call sh,$(VENV))/bin/python -m pytest -q tests/tooling
+test-tooling: venv ## The queue's own tests (synthetic bases, offline; on every core); skipped when they passed with the same inputs | FRESH=1 TKV_SEAM_JOBS=<n>
+	$(lane) tooling $(foreach r,$(tooling_reads),--reads $(r)) -- $(call sh,$(VENV))/bin/python tests/tooling/run_all.py
 
 test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am | BASE=<base> FRESH=1
 	$(lane) series --base $(BASE) $(foreach r,$(series_reads),--reads $(r)) -- \

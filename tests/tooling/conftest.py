@@ -7,6 +7,7 @@ with the release tag, and a bases.toml pinning both.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -77,8 +78,10 @@ LAST = "test_every_hint_printed_is_a_command_that_runs"  # cli/test_hints.py: ru
 @pytest.fixture(scope="session", autouse=True)
 def hint_log(tmp_path_factory) -> Path:
     """Every ``next:`` hint the tool prints during the session (its CLI runs, in this process or
-    another), one JSON line each (``tkvseam.hints.record``)."""
-    path = tmp_path_factory.mktemp("hints") / "hints.jsonl"
+    another), one JSON line each (``tkvseam.hints.record``). A log given in ``$TKV_SEAM_HINT_LOG``
+    is the one: ``run_all.py`` gives its workers and the check that runs after them one log."""
+    given = os.environ.get(hints.LOG_ENV)
+    path = Path(given) if given else tmp_path_factory.mktemp("hints") / "hints.jsonl"
     path.touch()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(hints.LOG_ENV, str(path))
