@@ -27,8 +27,8 @@ Exit codes (also in README.md):
       and ``port continue``, or ``port skip``), or it went in but breaks the new
       base (stop kind ``breaks``: a changed .py does not compile, fails the base's
       style gate, or the patch's own tests fail at that prefix; fix and stage it,
-      then ``continue`` runs the gate again); ``port report``: some patch
-      did not apply
+      then ``continue`` runs the gate again); ``port report`` that ran exits 0
+      whatever it found (its JSON's ``summary.all_apply`` says whether every patch applies)
 ====  ==========================================================================
 """
 

@@ -49,7 +49,7 @@ def port():
     port abort --to B        remove the port tree, keeping all of it in build/dropped/*.bundle
     port finish --to B [--force]   write B's queue and PORT.md, lint them
 
-    Exit 12 when the port stopped or the report has a patch that did not apply.
+    Exit 12 when the port stopped for you; a report that ran exits 0 (its summary says what it found).
     """
 
 

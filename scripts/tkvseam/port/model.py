@@ -25,6 +25,15 @@ class PatchStatus(StrEnum):
 
 
 APPLIED = (PatchStatus.EXACT, PatchStatus.THREE_WAY)
+# What a report finds for a patch, in the order every rendering counts them.
+REPORTED = (
+    PatchStatus.EXACT,
+    PatchStatus.THREE_WAY,
+    PatchStatus.TEST_ONLY,
+    PatchStatus.CONFLICT,
+    PatchStatus.BLOCKED,
+    PatchStatus.OBSOLETE,
+)
 
 
 class FileStatus(StrEnum):
@@ -71,6 +80,16 @@ class HunkNote(StrEnum):
     FILE_MISSING = "file missing"
 
 
+class HunkPlace(StrEnum):
+    """Where a hunk goes on the new base: the one word every rendering of the report counts it by."""
+
+    EXACT = "exact"  # at the line it names
+    OFFSET = "offset/fuzz"  # elsewhere in its file: an offset, fuzz, or the end of the file
+    MOVED = "moved"  # in the file its file's content went to (git diff -M -C)
+    UPSTREAM = "already upstream"  # its added lines appeared in the new base
+    FAILS = "fails"  # found nowhere
+
+
 @dataclass
 class UpstreamRegion:
     """A failing hunk's region: upstream's diff of it between the bases and its new line numbers."""
@@ -96,6 +115,19 @@ class HunkReport:
     note: str = ""  # rendered from note_kind when the report is made
     note_kind: HunkNote = HunkNote.NONE
     upstream: UpstreamRegion | None = None
+
+    @property
+    def place(self) -> HunkPlace:
+        """The hunk's one word (``HunkPlace``), from its placement and its note."""
+        if self.note_kind == HunkNote.ALREADY_UPSTREAM:
+            return HunkPlace.UPSTREAM
+        if self.note_kind == HunkNote.MOVED_TO or (
+            self.note_kind == HunkNote.MOVED_FILE and self.kind != PlacementKind.FAILS
+        ):
+            return HunkPlace.MOVED
+        if self.kind == PlacementKind.EXACT:
+            return HunkPlace.EXACT
+        return HunkPlace.FAILS if self.kind == PlacementKind.FAILS else HunkPlace.OFFSET
 
 
 @dataclass
@@ -136,6 +168,8 @@ class PatchReport:
     def to_json(self) -> dict:
         data = asdict(self)
         data["obsolete"] = self.obsolete  # the evidence as sentences ("evidence" has the kinds)
+        for row, hunk in zip(data["hunks"], self.hunks):
+            row["place"] = str(hunk.place)  # the word the summary counts it by
         return data
 
     @classmethod

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from .. import hints
 from ..answer import Answer
-from ..queue.patch import PlacementKind
+from ..bases.pins import Base
 from ..tree.state import DoneStatus, PortProgress, TreeState
-from .model import APPLIED, HunkNote, HunkReport, PatchReport, PatchStatus
+from .model import APPLIED, REPORTED, HunkPlace, HunkReport, PatchReport, PatchStatus
 
 
 def cell(text: object) -> str:
@@ -39,26 +39,57 @@ def git_c(tree: Path, *args: str) -> str:
 
 
 def summary(reports: list[PatchReport]) -> dict:
-    counts: dict[str, int] = {}
-    for r in reports:
-        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    """The report's one count: patches by status, hunks by place (every rendering says these).
+
+    Each patch is counted once, by its status (a blocked patch as ``blocked``; how many of
+    those apply on their own is said beside it), each hunk once, by its ``HunkPlace``.
+    """
+    by_status = {str(s): sum(r.status == s for r in reports) for s in REPORTED}
+    hunks = [h for r in reports for h in r.hunks]
+    applied = sum(r.applied for r in reports)
     return {
         "patches": len(reports),
-        "applied": sum(r.applied for r in reports),
+        "applied": applied,
+        "all_apply": applied == len(reports),
+        "by_status": by_status,
         "blocked_but_apply_on_their_own": sum(
             r.status == PatchStatus.BLOCKED and r.own in APPLIED for r in reports
         ),
-        "by_status": counts,
+        "hunks": len(hunks),
+        "hunks_by_place": {str(p): sum(h.place == p for h in hunks) for p in HunkPlace},
     }
 
 
-def summary_line(reports: list[PatchReport], from_name: str, to_name: str) -> str:
-    sm = summary(reports)
+def summary_text(sm: dict) -> str:
+    """``summary`` in words, every status and place once, in order: ``3 of 10 patches apply: 1 exact,
+    2 3-way; 7 do not: …, 4 blocked (1 of them apply on their own), …; 140 hunks: 90 exact, …``."""
+
+    def counts(statuses) -> str:
+        return ", ".join(
+            f"{sm['by_status'][s]} {s}"
+            + (
+                f" ({sm['blocked_but_apply_on_their_own']} of them apply on their own)"
+                if s == PatchStatus.BLOCKED and sm["blocked_but_apply_on_their_own"]
+                else ""
+            )
+            for s in statuses
+        )
+
+    places = ", ".join(f"{n} {place}" for place, n in sm["hunks_by_place"].items())
     return (
-        f"port {from_name} -> {to_name}: {sm['applied']} of {sm['patches']} patches apply; "
-        + ", ".join(f"{v} {k}" for k, v in sorted(sm["by_status"].items()))
-        + f" ({sm['blocked_but_apply_on_their_own']} of the blocked apply on their own)"
+        f"{sm['applied']} of {sm['patches']} patches apply: {counts(APPLIED)}; "
+        f"{sm['patches'] - sm['applied']} do not: {counts(s for s in REPORTED if s not in APPLIED)}; "
+        f"{sm['hunks']} hunks: {places}"
     )
+
+
+def summary_line(reports: list[PatchReport], from_name: str, to_name: str) -> str:
+    return f"port {from_name} -> {to_name}: {summary_text(summary(reports))}"
+
+
+def hunk_counts(r: PatchReport) -> str:
+    """One patch's hunks by place, the places it has only (``3 exact, 1 fails``)."""
+    return ", ".join(f"{n} {p}" for p in HunkPlace if (n := sum(h.place == p for h in r.hunks)))
 
 
 def hunk_lines(h: HunkReport, indent: int = 23) -> list[str]:
@@ -98,11 +129,13 @@ def report_lines(reports: list[PatchReport]) -> list[str]:
     return out
 
 
-_HUNK_VERDICTS = {
-    PlacementKind.EXACT: "still needed",
-    PlacementKind.OFFSET: "still needed (rebase)",
-    PlacementKind.FUZZ: "still needed (rebase)",
-    PlacementKind.EOF: "still needed (rebase)",
+# A hunk's draft verdict, by its place (the word the summary counts it by).
+HUNK_VERDICTS = {
+    HunkPlace.EXACT: "still needed",
+    HunkPlace.OFFSET: "still needed (rebase)",
+    HunkPlace.MOVED: "moved → re-anchor",
+    HunkPlace.UPSTREAM: "obsolete?",
+    HunkPlace.FAILS: "conflicting",
 }
 
 
@@ -124,13 +157,9 @@ def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> s
             f"| {cell('; '.join(r.obsolete) or r.status)} |"
         )
         for h in r.hunks:
-            if h.kind == "exact" and not h.note:
+            if h.place == HunkPlace.EXACT:
                 continue
-            verdict = _HUNK_VERDICTS.get(h.kind, "conflicting")
-            if h.note_kind == HunkNote.ALREADY_UPSTREAM:
-                verdict = "obsolete?"
-            elif h.note_kind in (HunkNote.MOVED_FILE, HunkNote.MOVED_TO):
-                verdict = "moved → re-anchor"
+            verdict = HUNK_VERDICTS[h.place]
             evidence = h.status + (f"; {h.note}" if h.note else "")
             if h.upstream and h.upstream.changed:
                 evidence += f"; upstream changed lines {h.upstream.old_lines} (now {h.upstream.new_lines})"
@@ -138,6 +167,33 @@ def verdict_table(reports: list[PatchReport], from_name: str, to_name: str) -> s
                 f"| {cell(h.file)} hunk {h.hunk} `{cell(h.section)[:50]}` | | {verdict} | | {cell(evidence)} |"
             )
     return "\n".join(out) + "\n"
+
+
+def report_markdown(from_base: Base, to_base: Base, reports: list[PatchReport]) -> str:
+    """The report as Markdown (``report.md``, ``watch``'s ``build/drift/<version>.md``): the target,
+    the summary, one row per patch (its status, its hunks by place) and the draft verdict table."""
+    rows = []
+    for r in reports:
+        blocked = ", ".join(r.blocked_by) + (f" (on its own: {r.own})" if r.blocked_by else "")
+        rows.append(f"| {cell(r.name)} | {r.status} | {hunk_counts(r)} | {cell(blocked)} |")
+    return "\n".join(
+        [
+            f"# Port report: the {from_base.name} queue on vLLM {to_base.name}",
+            "",
+            f"Target: {to_base.name} (commit {to_base.commit_prefix}, {to_base.sdist.filename}, "
+            f"sha256 {to_base.sdist.sha256[:16]}…). Queue: {from_base.name}, {len(reports)} patches.",
+            "",
+            summary_line(reports, from_base.name, to_base.name),
+            "",
+            "| patch | status | hunks | blocked by |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            "Draft verdicts from `port report`; edit them into the port's pull request.",
+            "",
+            verdict_table(reports, from_base.name, to_base.name),
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- the resumable port

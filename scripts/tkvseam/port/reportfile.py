@@ -17,7 +17,6 @@ from pathlib import Path
 from .. import hints, layout
 from ..answer import Answer
 from ..bases.pins import Base
-from ..errors import EXIT_PORT
 from ..fsutil import atomic_write
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
@@ -37,8 +36,10 @@ class ReportFiles:
 
 @dataclass
 class PortReported(Answer):
-    """``port report``: every patch as it goes onto the new base, and where the report is kept
-    (exit 12 when a patch did not apply)."""
+    """``port report``: every patch as it goes onto the new base, and where the report is kept.
+
+    A report that ran is a success (exit 0), whatever it found: what it found is its summary
+    (``--json``: ``summary.all_apply``, ``summary.by_status``), not an exit code."""
 
     root: Path
     from_name: str
@@ -59,9 +60,6 @@ class PortReported(Answer):
         return report_json(self.reports, self.from_name, self.to_name) | {
             "files": {"markdown": str(self.files.markdown), "json": str(self.files.json)}
         }
-
-    def exit_code(self) -> int:
-        return 0 if all(r.applied for r in self.reports) else EXIT_PORT
 
 
 def report_dir(root: Path, to_name: str) -> Path:
@@ -84,19 +82,15 @@ def write_report(
     root: Path, from_base: Base, to_base: Base, reports: list[PatchReport], progress: Progress = QUIET
 ) -> ReportFiles:
     """Write the report's two files into ``report_dir`` (replacing a previous report only)."""
-    from ..release.watch import drift_markdown  # watch builds on the port package, not the other way round
-
     out = report_dir(root, to_base.name)
     with locked(tree_lock_path(out), str(out), progress):
         replace_output_dir(out, KIND, NAMES, rerun=hints.port("report", to_base.name, BASE=from_base.name))
         details = "\n".join(render.report_lines(reports))
         markdown = (
-            drift_markdown(from_base, to_base, reports)
+            render.report_markdown(from_base, to_base, reports)
             + "\n### Per patch and hunk\n\n```\n"
             + details
-            + "\n```\n\n"
-            + render.summary_line(reports, from_base.name, to_base.name)
-            + "\n"
+            + "\n```\n"
         )
         files = ReportFiles(out / NAMES[0], out / NAMES[1])
         atomic_write(files.markdown, markdown)

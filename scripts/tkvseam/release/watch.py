@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,17 +37,12 @@ from ..errors import EXIT_NEWER, EXIT_USAGE, NetworkError, SeamError
 from ..bases.index import IndexFile, Listing, listing
 from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
-from ..queue.patch import PlacementKind
 from .pin import PROJECT, PinStatus, parse_release, pin
 from ..port import render
-from ..port.model import PatchReport, PatchStatus
 from ..port.report import report as port_report
-from ..port.render import cell
 from ..progress import QUIET, Progress
 
 DRIFT_KIND = "a drift report directory"
-# The summary's columns, in order.
-CATEGORIES = ("exact", "offset/fuzz", "3-way", "conflict", "likely obsolete", "moved")
 
 
 @dataclass
@@ -102,74 +96,21 @@ def newer_releases(
 # --------------------------------------------------------------------------- the report adapter
 
 
-def category(r: PatchReport) -> str:
-    """The summary column of one patch of the port report.
-
-    A blocked patch is counted by how it applies on its own (``own``), so the summary says
-    what each patch needs.
-    """
-    if r.status == PatchStatus.OBSOLETE:
-        return "likely obsolete"
-    if any(f.moved_to for f in r.files):
-        return "moved"
-    own = r.own if r.status == PatchStatus.BLOCKED else r.status
-    if own == PatchStatus.EXACT:
-        return "exact"
-    if own == PatchStatus.THREE_WAY:
-        # every hunk placed (exact, offset, fuzz, end of file): git takes it without merging content
-        placed = r.hunks and all(h.kind != PlacementKind.FAILS for h in r.hunks)
-        return "offset/fuzz" if placed else "3-way"
-    return "conflict"  # a conflict, in code or in test files only
-
-
-def summarize(reports: list[PatchReport]) -> dict[str, int]:
-    """Count patches per summary column (every column, in order)."""
-    counts = Counter(category(r) for r in reports)
-    return {c: counts.get(c, 0) for c in CATEGORIES}
-
-
-def summary_line(version: str, counts: dict[str, int], where: str = "") -> str:
-    total = sum(counts.values())
-    cols = ", ".join(f"{n} {c}" for c, n in counts.items())
-    return f"{version}: {total} patches: {cols}" + (f"  ({where})" if where else "")
-
-
-def render_markdown(
-    from_base: Base, to_base: Base, reports: list[PatchReport], counts: dict[str, int]
-) -> str:
-    """The report's head: target, queue, and the summary line (the verdict table follows it)."""
-    rows = [
-        f"| {cell(r.name)} | {r.status} | {category(r)} | {cell(', '.join(r.blocked_by))} |" for r in reports
-    ]
-    return "\n".join(
-        [
-            f"# Drift: the {from_base.name} queue on vLLM {to_base.name}",
-            "",
-            f"Target: {to_base.name} (commit {to_base.commit_prefix}, {to_base.sdist.filename}, "
-            f"sha256 {to_base.sdist.sha256[:16]}…). Queue: {from_base.name}, {len(reports)} patches.",
-            "",
-            summary_line(to_base.version, counts),
-            "",
-            "| patch | status | summary column | blocked by |",
-            "|---|---|---|---|",
-            *rows,
-            "",
-            "Draft verdicts from `port report`; edit them into the port's pull request.",
-            "",
-        ]
-    )
+def summary_line(version: str, summary: dict, where: str = "") -> str:
+    """One release's line (``summary.txt``): the port report's own summary (``render.summary``)."""
+    return f"{version}: {render.summary_text(summary)}" + (f"  ({where})" if where else "")
 
 
 def drift_report(
     root: Path, from_base: Base, to_base: Base, cache: Path, progress: Progress = QUIET
-) -> tuple[str, dict, dict[str, int]]:
-    """The port report of ``from_base``'s queue onto ``to_base``: (markdown, json, summary counts).
+) -> tuple[str, dict, dict]:
+    """The port report of ``from_base``'s queue onto ``to_base``: (markdown, json, its summary).
 
     ``port.report`` walks the whole queue in a scratch tree and keeps nothing; the Markdown
-    is its draft verdict table (per patch and per hunk), under a summary line.
+    and the summary are the port report's own (``render``), as ``port report`` writes them.
     """
     reports = port_report(root, from_base, to_base, cache, progress)
-    counts = summarize(reports)
+    summary = render.summary(reports)
     data = {
         "from": {"name": from_base.name, "version": from_base.version},
         "to": {
@@ -178,21 +119,11 @@ def drift_report(
             "commit_prefix": to_base.commit_prefix,
             "sdist": asdict(to_base.sdist),
         },
-        "summary": counts,
-        "port_summary": render.summary(reports),
-        "patches": [r.to_json() | {"category": category(r)} for r in reports],
+        "summary": summary,
+        "patches": [r.to_json() for r in reports],
         "source": f"tkv-seam port report --base {from_base.name} --to {to_base.name}",
     }
-    return drift_markdown(from_base, to_base, reports), data, counts
-
-
-def drift_markdown(from_base: Base, to_base: Base, reports: list[PatchReport]) -> str:
-    """The report as Markdown: the summary, a per-patch table and the draft verdict table."""
-    return (
-        render_markdown(from_base, to_base, reports, summarize(reports))
-        + "\n"
-        + render.verdict_table(reports, from_base.name, to_base.name)
-    )
+    return render.report_markdown(from_base, to_base, reports), data, summary
 
 
 # --------------------------------------------------------------------------- watch
@@ -211,7 +142,7 @@ class WatchedRelease:
     from_base: str | None = None  # the queue the report ports
     error: SeamError | None = None  # why it has no report
     pin: PinStatus | None = None
-    summary: dict[str, int] | None = None  # the report's columns (CATEGORIES)
+    summary: dict | None = None  # the port report's summary (render.summary)
     markdown: Path | None = None
     report_json: Path | None = None
     shown: str = ""  # the report's Markdown as the summary line names it (project-relative)

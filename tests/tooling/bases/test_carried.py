@@ -127,14 +127,15 @@ def test_watch_report_ports_each_release_from_the_newest_carried_queue_older_tha
     give_queue(project.root, NEXT)  # carried, with an empty queue of its own
     out = json.loads(project.cli("watch", "--since", NAME, "--report", "--json", expect=11).output)
     (row,) = out["releases"]
-    assert row["from_base"] == NAME and row["summary"]["offset/fuzz"] == 1 and row["summary"]["conflict"] == 1
+    counts = row["summary"]["by_status"]
+    assert row["from_base"] == NAME and counts["3-way"] == 1 and counts["conflict"] == 1
     data = json.loads((project.root / "build/drift" / f"{NEXT_VERSION}.json").read_text())
     assert (
         data["from"]["name"] == NAME and data["source"] == f"tkv-seam port report --base {NAME} --to {NEXT}"
     )
     res = project.cli("watch", "--since", "0", "--report", expect=2)
     assert f"9.9.9: no report: no carried base is older than {NAME}: a port goes forward only" in res.output
-    assert f"{NEXT_VERSION}: 2 patches" in res.output
+    assert f"{NEXT_VERSION}: 1 of 2 patches apply" in res.output
 
 
 def test_port_takes_the_newest_carried_queue_older_than_its_target_by_default(project, releases, monkeypatch):
@@ -146,7 +147,7 @@ def test_port_takes_the_newest_carried_queue_older_than_its_target_by_default(pr
         + fake_base("v9.8.0", "9.8.0")  # carried too (an empty queue), older than both
     )
     give_queue(project.root, "v9.8.0")
-    out = json.loads(project.cli("port", "report", "--to", NEXT, "--json", expect=12).output)
+    out = json.loads(project.cli("port", "report", "--to", NEXT, "--json").output)
     assert out["from"] == NAME  # not v9.8.0 (older), not the Makefile's old default
     err = project.cli("port", "start", "--to", "v9.8.0", expect=2).stderr
     assert "no carried base is older than v9.8.0: nothing to port onto it" in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 
@@ -121,13 +123,13 @@ def test_blocked_by_names_the_root_cause_not_the_chain():
 
 
 def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
-    out = pproject_once.cli("port", "report", "--base", NAME, "--to", NEXT, expect=12).output
+    out = pproject_once.cli("port", "report", "--base", NAME, "--to", NEXT).output  # ran: exit 0
     lines = out.splitlines()
     assert lines[0].split() == ["conflict", "0001-add-mul.patch"]
     assert "blocked            0002-use-mul.patch  blocked by 0001" in out
     assert "vllm/config/cache.py: 3-way" in out and ": offset +120" in out
     assert "| file / hunk | what it does | verdict | reason | evidence |" in out
-    assert lines[-2].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply;")
+    assert lines[-2].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply:")
     assert (
         lines[-1]
         == f"report kept in build/port-report-{NEXT}/report.md and build/port-report-{NEXT}/report.json"
@@ -151,3 +153,65 @@ def test_a_patchs_removal_condition_is_shown_beside_its_verdict():
     table = verdict_table([plain, shim], "v1", "v2")
     assert "| applies exactly; a shim (remove when: the plugin emits a spec per layer) |" in table
     assert "| applies exactly |" in table
+
+
+STATUSES = ("exact", "3-way", "test-only conflict", "conflict", "blocked", "likely obsolete")
+PLACES = ("exact", "offset/fuzz", "moved", "already upstream", "fails")
+
+
+def said_counts(line: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The patch and hunk counts a summary line says (every status and place is named once)."""
+    patches, hunks = line.split(" hunks: ")
+    by_status = {
+        w: int(n) for n, w in re.findall(rf"(\d+) ({'|'.join(sorted(STATUSES, key=len)[::-1])})\b", patches)
+    }
+    by_place = {w: int(n) for n, w in re.findall(rf"(\d+) ({'|'.join(PLACES)})\b", hunks)}
+    return by_status, by_place
+
+
+def test_terminal_markdown_and_json_say_the_same_statuses_and_counts(pproject_once):
+    """Issue 37: the terminal said "2 3-way, 4 blocked, 2 conflict, 1 exact" while report.md said
+    "2 exact, 2 offset/fuzz, 0 3-way, 5 conflict … 0 moved" and its own table listed 3-way patches
+    and moved hunks. One status per patch, one place per hunk, counted once, said three ways."""
+    text = pproject_once.cli("port", "report", "--base", NAME, "--to", NEXT).output
+    data = json.loads(pproject_once.cli("port", "report", "--base", NAME, "--to", NEXT, "--json").output)
+    md = (pproject_once.root / "build" / f"port-report-{NEXT}" / "report.md").read_text()
+    statuses = {p["name"]: p["status"] for p in data["patches"]}
+    summary = data["summary"]
+    assert summary["by_status"] == {s: list(statuses.values()).count(s) for s in STATUSES}
+    places = [h["place"] for p in data["patches"] for h in p["hunks"]]
+    assert summary["hunks_by_place"] == {p: places.count(p) for p in PLACES} and summary["hunks"] == len(
+        places
+    )
+    assert summary["applied"] == 3 and summary["all_apply"] is False
+    # the terminal: each patch's status first, then the one summary line
+    shown = {
+        line[19:].split()[0]: line[:19].strip()
+        for line in text.splitlines()
+        if re.match(r"^\S.* \d{4}-\S+\.patch", line)
+    }
+    assert shown == statuses
+    terminal_line = next(line for line in text.splitlines() if line.startswith(f"port {NAME} -> {NEXT}:"))
+    assert said_counts(terminal_line) == (summary["by_status"], summary["hunks_by_place"])
+    # report.md: the same line, one row per patch with that status, each hunk's verdict by its place
+    md_lines = [line for line in md.splitlines() if line.startswith(f"port {NAME} -> {NEXT}:")]
+    assert md_lines == [terminal_line]
+    rows = {
+        cells[1].strip(): cells[2].strip()
+        for cells in (r.split("|") for r in md.splitlines())
+        if len(cells) == 6 and cells[1].strip() in statuses
+    }
+    assert rows == statuses
+    verdicts = {
+        "still needed (rebase)": "offset/fuzz",
+        "moved → re-anchor": "moved",
+        "obsolete?": "already upstream",
+        "conflicting": "fails",
+    }
+    table = md[md.index("| file / hunk |") : md.index("### Per patch and hunk")]
+    cells = [re.split(r"(?<!\\)\|", row) for row in table.splitlines()[2:] if row.startswith("| ")]
+    hunk_rows = [c[3].strip() for c in cells if not c[1].startswith(" **")]
+    assert {p: sum(verdicts[v] == p for v in hunk_rows) for p in PLACES if p != "exact"} == {
+        p: n for p, n in summary["hunks_by_place"].items() if p != "exact"
+    }
+    assert "offset/fuzz" not in [statuses[n] for n in statuses]  # a patch's word is its status only

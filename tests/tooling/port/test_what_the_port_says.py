@@ -11,14 +11,14 @@ from ..fixtures.portcase import NEXT, port, port_tree, resolve_0001
 
 def test_report_keeps_its_report_beside_the_port_tree_and_says_where(pproject):
     out = pproject.root / "build" / f"port-report-{NEXT}"
-    res = port(pproject, "report", expect=12)
+    res = port(pproject, "report")
     assert res.output.rstrip().endswith(
         f"report kept in build/port-report-{NEXT}/report.md and build/port-report-{NEXT}/report.json"
     )
     md = (out / "report.md").read_text()
     assert "| file / hunk | what it does | verdict | reason | evidence |" in md  # the draft verdict table
-    assert "0001-add-mul.patch" in md and "hunk 1" in md and "patches apply" in md
-    printed = json.loads(port(pproject, "report", "--json", expect=12).output)
+    assert "0001-add-mul.patch" in md and "hunk 1" in md and "patches apply:" in md
+    printed = json.loads(port(pproject, "report", "--json").output)
     assert printed["files"] == {"markdown": str(out / "report.md"), "json": str(out / "report.json")}
     kept = json.loads((out / "report.json").read_text())
     assert kept == {k: v for k, v in printed.items() if k != "files"}
@@ -27,7 +27,7 @@ def test_report_keeps_its_report_beside_the_port_tree_and_says_where(pproject):
 
 def test_report_never_writes_over_a_directory_someone_added_to(pproject):
     out = pproject.root / "build" / f"port-report-{NEXT}"
-    port(pproject, "report", expect=12)
+    port(pproject, "report")
     (out / "notes.md").write_text("my review notes\n")
     err = port(pproject, "report", expect=5).stderr
     assert "notes.md" in err and "nothing was deleted" in err

@@ -6,7 +6,8 @@ import json
 import re
 import tomllib
 
-from tkvseam.release.watch import CATEGORIES, summarize, summary_line
+from tkvseam.port.render import summary
+from tkvseam.release.watch import summary_line
 
 from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
 from ..fixtures.queue import make_two_patches
@@ -104,23 +105,24 @@ def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, 
     res = project.cli("watch", "--report", expect=11)
     drift = project.root / "build" / "drift"
     line = (
-        f"{NEXT_VERSION}: 2 patches: 0 exact, 1 offset/fuzz, 0 3-way, 1 conflict, 0 likely obsolete, "
-        f"0 moved  (build/drift/{NEXT_VERSION}.md)"
+        f"{NEXT_VERSION}: 1 of 2 patches apply: 0 exact, 1 3-way; 1 do not: 0 test-only conflict, 1 conflict, "
+        f"0 blocked, 0 likely obsolete; 2 hunks: 0 exact, 1 offset/fuzz, 0 moved, 0 already upstream, 1 fails"
+        f"  (build/drift/{NEXT_VERSION}.md)"
     )
     assert res.output.splitlines()[0] == line
     assert (drift / "summary.txt").read_text() == line + "\n"
     data = json.loads((drift / f"{NEXT_VERSION}.json").read_text())
     assert data["from"]["name"] == NAME and data["to"]["name"] == NEXT
     assert data["to"]["commit_prefix"] == releases[NEXT].commit[:9]
-    assert [(p["name"], p["category"]) for p in data["patches"]] == [
-        ("0001-cache-tweak.patch", "offset/fuzz"),
+    assert [(p["name"], p["status"]) for p in data["patches"]] == [
+        ("0001-cache-tweak.patch", "3-way"),
         ("0002-add-mul.patch", "conflict"),
     ]
     assert data["patches"][0]["hunks"][0]["status"] == "offset +2"
     md = (drift / f"{NEXT_VERSION}.md").read_text()
-    assert line.split("  (")[0] in md.splitlines()
-    assert "| 0001-cache-tweak.patch | 3-way | offset/fuzz |  |" in md
-    assert "| 0002-add-mul.patch | conflict | conflict |  |" in md
+    assert line.split("  (")[0].replace(NEXT_VERSION, f"port {NAME} -> {NEXT}") in md.splitlines()
+    assert "| 0001-cache-tweak.patch | 3-way | 1 offset/fuzz |  |" in md
+    assert "| 0002-add-mul.patch | conflict | 1 fails |  |" in md
     # the draft verdict table from `port --report`, five cells in every row
     table = md[md.index("| file / hunk |") :].splitlines()
     assert table[0] == "| file / hunk | what it does | verdict | reason | evidence |"
@@ -160,38 +162,52 @@ def test_write_without_report_and_a_bad_since_are_usage_errors(project):
     assert f"next: make watch SINCE={NAME}" in err
 
 
-def test_summary_columns_come_from_the_report_objects():
+def test_the_summary_counts_each_patch_once_by_its_status_and_each_hunk_by_its_place():
     from tkvseam.queue.patch import PlacementKind
-    from tkvseam.port.model import FileReport, FileStatus, HunkReport, PatchReport, PatchStatus
+    from tkvseam.port.model import HunkNote, HunkReport, PatchReport, PatchStatus
 
-    def patch(status, own=None, hunks=(), moved=False):
-        rows = [HunkReport("f.py", i, "", "", kind, kind) for i, kind in enumerate(hunks, 1)]
-        files = [FileReport("f.py", FileStatus.MOVED, moved_to="g.py")] if moved else []
-        return PatchReport("p", status=status, own=own or status, hunks=rows, files=files)
+    def patch(status, own=None, hunks=()):
+        rows = [
+            HunkReport("f.py", i, "", "", "", kind, note_kind=note) for i, (kind, note) in enumerate(hunks, 1)
+        ]
+        return PatchReport("p", status=status, own=own or status, hunks=rows)
 
+    exact, offset, fuzz = (
+        (PlacementKind.EXACT, HunkNote.NONE),
+        (PlacementKind.OFFSET, HunkNote.NONE),
+        (PlacementKind.FUZZ, HunkNote.NONE),
+    )
+    fails = (PlacementKind.FAILS, HunkNote.NONE)
     reports = [
-        patch(PatchStatus.EXACT, hunks=[PlacementKind.EXACT]),
-        patch(PatchStatus.THREE_WAY, hunks=[PlacementKind.OFFSET, PlacementKind.FUZZ]),  # placed: offset/fuzz
-        patch(PatchStatus.THREE_WAY, hunks=[PlacementKind.FAILS]),  # merged: 3-way
-        patch(PatchStatus.CONFLICT),
-        patch(PatchStatus.TEST_ONLY),  # a conflict too
-        patch(PatchStatus.OBSOLETE),
-        patch(PatchStatus.THREE_WAY, moved=True),
-        patch(PatchStatus.BLOCKED, own=PatchStatus.EXACT),  # counted by how it applies on its own
+        patch(PatchStatus.EXACT, hunks=[exact]),
+        patch(PatchStatus.THREE_WAY, hunks=[offset, fuzz, (PlacementKind.EOF, HunkNote.NONE)]),
+        patch(PatchStatus.THREE_WAY, hunks=[(PlacementKind.EXACT, HunkNote.MOVED_FILE)]),  # a moved file
+        patch(PatchStatus.CONFLICT, hunks=[fails, (PlacementKind.FAILS, HunkNote.MOVED_TO)]),  # found moved
+        patch(PatchStatus.TEST_ONLY, hunks=[(PlacementKind.FAILS, HunkNote.MOVED_FILE)]),  # not found there
+        patch(PatchStatus.OBSOLETE, hunks=[(PlacementKind.FAILS, HunkNote.ALREADY_UPSTREAM)]),
+        patch(PatchStatus.BLOCKED, own=PatchStatus.EXACT),  # counted once: blocked (applies on its own)
         patch(PatchStatus.BLOCKED, own=PatchStatus.CONFLICT),
     ]
-    counts = summarize(reports)
-    assert list(counts) == list(CATEGORIES)
-    assert counts == {
-        "exact": 2,
-        "offset/fuzz": 1,
-        "3-way": 1,
-        "conflict": 3,
+    counts = summary(reports)
+    assert counts["by_status"] == {
+        "exact": 1,
+        "3-way": 2,
+        "test-only conflict": 1,
+        "conflict": 1,
+        "blocked": 2,
         "likely obsolete": 1,
-        "moved": 1,
+    }
+    assert counts["hunks_by_place"] == {
+        "exact": 1,
+        "offset/fuzz": 3,
+        "moved": 2,
+        "already upstream": 1,
+        "fails": 2,
     }
     assert summary_line("9.10.0", counts) == (
-        "9.10.0: 9 patches: 2 exact, 1 offset/fuzz, 1 3-way, 3 conflict, 1 likely obsolete, 1 moved"
+        "9.10.0: 3 of 8 patches apply: 1 exact, 2 3-way; 5 do not: 1 test-only conflict, 1 conflict, "
+        "2 blocked (1 of them apply on their own), 1 likely obsolete; 9 hunks: 1 exact, 3 offset/fuzz, 2 moved, "
+        "1 already upstream, 2 fails"
     )
 
 
