@@ -253,8 +253,10 @@ port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABO
 port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> PROVE=1 JSON=1 FORCE=1
 	@if [ -n "$$TKV_PORT_OLD" ]; then echo "make port: $$TKV_PORT_OLD is gone" >&2; \
 	  $(call usage,make port: one verb per run: make port VERB=<$(PORT_VERBS)> TO=<base>); fi; \
-	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) echo "make port: got VERB='$$TKV_PORT_VERB'" >&2; \
+	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) case "$$TKV_PORT_VERB" in ""|*[!a-zA-Z_-]*) \
+	  echo "make port: got VERB='$$TKV_PORT_VERB'" >&2; \
 	  $(call usage,usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON=<why>] [VERDICT=<verdict>]);; esac; \
+	  exec $(call sh,$(TOOL)) port "$$TKV_PORT_VERB" $${TKV_PORT_TO:+--to "$$TKV_PORT_TO"} $(if $(value JSON),--json,);; esac; \
 	if [ -z "$$TKV_PORT_TO" ]; then $(call usage,usage: make port VERB=<verb> TO=<base>); fi; \
 	set -- port "$$TKV_PORT_VERB" --to "$$TKV_PORT_TO"; \
 	case "$$TKV_PORT_VERB" in report|start) [ -z "$$TKV_PORT_BASE" ] || set -- "$$@" --base "$$TKV_PORT_BASE";; esac; \

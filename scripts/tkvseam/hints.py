@@ -13,10 +13,12 @@ JSON line each), so a test run can check that each hint printed is a command tha
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
 from . import layout
@@ -51,6 +53,29 @@ def shell(*words: object) -> str:
 def port(verb: str, to_name: str, tree: object = None, **variables: object) -> str:
     """``make port VERB=<verb> TO=<base>`` (``PORT_TREE=`` when the port tree is not the default)."""
     return make("port", VERB=verb, TO=to_name, **variables, PORT_TREE=tree)
+
+
+def close(wanted: str, known: Iterable[str]) -> list[str]:
+    """The names of ``known`` a mistyped ``wanted`` most likely meant, best first (empty: none is
+    close): the same name in other case, the names holding it (``0.33.0`` -> ``v0.33.0``,
+    ``lifecycle`` -> ``backend-lifecycle-hooks``), else difflib's close matches (``reprot`` -> ``report``)."""
+    names = list(dict.fromkeys(known))
+    low = wanted.strip().lower()
+    if not low:
+        return []
+    same = [n for n in names if n.lower() == low]
+    if same:
+        return same
+    holding = [n for n in names if low in n.lower()]
+    if holding:
+        return sorted(holding, key=lambda n: -difflib.SequenceMatcher(None, low, n.lower()).ratio())
+    by_low = {n.lower(): n for n in names}
+    return [by_low[m] for m in difflib.get_close_matches(low, list(by_low), n=3, cutoff=0.6)]
+
+
+def did_you_mean(matches: list[str]) -> str:
+    """``; did you mean 'x'?`` (or ``'x' or 'y'``) to end a message with; empty when nothing is close."""
+    return f"; did you mean {' or '.join(repr(m) for m in matches[:2])}?" if matches else ""
 
 
 def record(hint: str | None) -> None:

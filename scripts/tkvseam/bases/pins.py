@@ -426,7 +426,11 @@ def get_base(
     if name not in bases:
         known = ", ".join(sorted(bases)) or "none"
         candidates = [b for b in sorted(bases) if b != avoid] or ["<name>"]
-        raise UsageError(f"unknown base {name!r}; known bases: {known}", hint=hint.format(candidates[0]))
+        meant = [b for b in hints.close(name, bases) if b != avoid]
+        raise UsageError(
+            f"unknown base {name!r}; known bases: {known}{hints.did_you_mean(meant)}",
+            hint=hint.format((meant or candidates)[0]),
+        )
     return bases[name]
 
 

@@ -33,7 +33,24 @@ prove_option = click.option(
 )
 
 
-@click.group()
+class VerbGroup(click.Group):
+    """``port``'s verbs: an unknown one is a usage error (exit 2) naming the verb it most likely is."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        verb = args[0] if args else ""
+        if verb and not verb.startswith("-") and verb not in self.commands:
+            from ..errors import UsageError
+
+            meant = hints.close(verb, self.commands)
+            to = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--to"), "<base>")
+            raise UsageError(
+                f"no port verb {verb!r} (the verbs: {', '.join(self.commands)}){hints.did_you_mean(meant)}",
+                hint=hints.port(meant[0] if meant else "<verb>", to),
+            )
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=VerbGroup)
 def port():
     """Forward-port a base's queue onto a newer base: a report, or a resumable port like git rebase.
 

@@ -9,7 +9,7 @@ import click
 
 from .. import hints, layout
 from ..answer import Answer
-from ..errors import EXIT_TESTS, SeamError
+from ..errors import EXIT_TESTS, SeamError, UsageError
 from .options import Context, base_option, emit, json_option, pass_ctx, python_option, tree_option
 
 
@@ -144,11 +144,20 @@ def _patch_numbers(runner, selected: tuple[str, ...]) -> set[int] | None:
                 out.add(k)
                 break
         else:
-            names = ", ".join(p.name for p in runner.patches)
-            raise SeamError(
-                f"no patch {want!r} in the series ({names})", hint=hints.make("bisect", BASE=runner.base.name)
-            )
+            raise _no_such_patch(runner, want)
     return out
+
+
+def _no_such_patch(runner, want: str):
+    """A usage error (exit 2) naming the patch ``want`` most likely meant; the hint bisects that one
+    patch (or asks for one: never every patch, which is slower than what was asked)."""
+    names = ", ".join(p.name for p in runner.patches)
+    slugs = [p.name.removesuffix(".patch").split("-", 1)[-1] for p in runner.patches]
+    meant = hints.close(want, slugs)
+    return UsageError(
+        f"no patch {want!r} in the series ({names}){hints.did_you_mean(meant)}",
+        hint=hints.make("bisect", BASE=runner.base.name, PATCH=meant[0] if meant else "<n>"),
+    )
 
 
 @seamtest_command("bisect")

@@ -171,10 +171,12 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = N
             hint=hints.make("drift", DIFF=next(iter(named))),
         )
     known = sorted({s for patches in queues.values() for s in patches})
-    close = difflib.get_close_matches(wanted, known, n=1)
+    meant = hints.close(wanted, known)
     raise UsageError(
-        f"no patch {wanted!r} in any queue; known: {', '.join(known) or 'none'}",
-        hint=hints.make("drift", DIFF=close[0] if close else (known[0] if known else "<slug>")),
+        f"no patch {wanted!r} in any queue; known: {', '.join(known) or 'none'}{hints.did_you_mean(meant)}",
+        hint=hints.make("drift", DIFF=meant[0])
+        if meant
+        else f"{hints.make('drift')}   (the matrix: every patch)",
     )
 
 
@@ -185,8 +187,11 @@ def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | Non
     names = list(queues)
     if base is not None:
         if base not in bases:
+            meant = hints.close(base, bases)
+            compared = [b for b in meant if b in names[1:]]  # a base with a queue before it to compare with
             raise UsageError(
-                f"unknown base {base!r}; known bases: {', '.join(bases)}", hint=hints.make("drift", DIFF=slug)
+                f"unknown base {base!r}; known bases: {', '.join(bases)}{hints.did_you_mean(meant)}",
+                hint=hints.make("drift", DIFF=slug, BASE=compared[0] if compared else None),
             )
         if base not in queues:
             raise UsageError(f"{base} has no queue yet", hint=hints.port("report", base))

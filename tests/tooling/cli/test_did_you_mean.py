@@ -1,0 +1,94 @@
+"""A mistyped base, slug, patch or verb: the error names the close match and the hint runs it
+(issue 37: ``BASE=v0.33`` suggested ``BASE=v0.31.0``, ``BASE=0.33.0`` suggested dropping BASE,
+an unknown ``DIFF`` the alphabetically first slug, ``PATCH=lifecycle`` exited 1 and suggested
+bisecting every patch, ``VERB=reprot`` ended without ``next:``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from tkvseam import hints
+from tkvseam.errors import UsageError
+
+from ..fixtures.hintcheck import problems
+from ..fixtures.queue import make_two_patches
+from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
+
+NEXT = f"v{NEXT_VERSION}"
+SLUGS = ["kv-cache-dtype-registry", "backend-lifecycle-hooks", "mla-backend-wrapping", "fused-kv-pages"]
+
+
+@pytest.mark.parametrize(
+    "typed, known, meant",
+    [
+        ("v0.33", ["v0.31.0", "v0.32.0", "v0.33.0"], ["v0.33.0"]),
+        ("0.33.0", ["v0.31.0", "v0.32.0", "v0.33.0"], ["v0.33.0"]),
+        ("V0.32.0", ["v0.31.0", "v0.32.0", "v0.33.0"], ["v0.32.0"]),
+        ("lifecycle", SLUGS, ["backend-lifecycle-hooks"]),
+        ("fused-kv-page", SLUGS, ["fused-kv-pages"]),
+        ("reprot", ["report", "start", "continue", "skip", "abort", "status", "finish"], ["report"]),
+        ("zzz", SLUGS, []),
+    ],
+)
+def test_close_names_what_a_typo_meant(typed, known, meant):
+    assert hints.close(typed, known)[:1] == meant
+
+
+def test_a_mistyped_base_names_the_close_one(project):
+    err = project.cli("apply", "--base", "v9.9", expect=2).stderr
+    assert f"did you mean '{NAME}'?" in err and f"next: make apply BASE={NAME}\n" in err
+
+
+def test_drift_names_the_close_slug_and_base(project, releases):
+    make_two_patches(project)
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    (project.root / "patches" / NEXT).mkdir()
+    shutil.copy(project.root / "series", project.root / "patches" / NEXT)
+    for patch in (project.root / "patches").glob("*.patch"):
+        shutil.copy(patch, project.root / "patches" / NEXT)
+    err = project.cli("drift", "--diff", "mul", expect=2).stderr
+    assert "did you mean 'add-mul'?" in err and "next: make drift DIFF=add-mul\n" in err
+    err = project.cli("drift", "--diff", "cache-tweak", "--base", NEXT_VERSION, expect=2).stderr
+    assert f"did you mean '{NEXT}'?" in err and f"next: make drift DIFF=cache-tweak BASE={NEXT}\n" in err
+    err = project.cli("drift", "--diff", "zzz", expect=2).stderr
+    assert "did you mean" not in err and "next: make drift " in err  # nothing close: the matrix, not a guess
+
+
+def test_bisect_of_an_unknown_patch_is_a_usage_error_naming_the_one_meant():
+    from tkvseam.cli.seamtest import _patch_numbers
+
+    runner = SimpleNamespace(
+        patches=[SimpleNamespace(name=f"{k:04d}-{slug}.patch") for k, slug in enumerate(SLUGS, 1)],
+        base=SimpleNamespace(name="v0.31.0"),
+    )
+    assert _patch_numbers(runner, ("backend-lifecycle-hooks",)) == {2}
+    with pytest.raises(UsageError) as e:
+        _patch_numbers(runner, ("lifecycle",))
+    assert e.value.exit_code == 2 and "did you mean 'backend-lifecycle-hooks'?" in e.value.message
+    assert e.value.hint == "make bisect BASE=v0.31.0 PATCH=backend-lifecycle-hooks"  # one patch, as asked
+    with pytest.raises(UsageError) as e:
+        _patch_numbers(runner, ("zzz",))
+    assert "PATCH=" in e.value.hint  # never every patch (slower than what was asked)
+    assert problems(e.value.hint) == []
+
+
+def test_a_mistyped_port_verb_names_the_verb(project):
+    res = project.cli("port", "reprot", "--to", NEXT, expect=2)
+    assert "did you mean 'report'?" in res.stderr
+    assert res.stderr.rstrip().endswith(f"next: make port VERB=report TO={NEXT}")
+    out = json.loads(project.cli("port", "reprot", "--to", NEXT, "--json", expect=2).stdout)
+    assert out["hint"] == f"make port VERB=report TO={NEXT}" and out["ok"] is False
+
+
+@pytest.mark.skipif(not shutil.which("make"), reason="GNU make not installed")
+def test_make_port_hands_a_mistyped_verb_to_the_tool(make):
+    proc, argv = make("port", "VERB=reprot", "TO=v0.33.0")
+    assert argv == ["port", "reprot", "--to", "v0.33.0"]
+    proc, argv = make("port", "VERB=reprot", "JSON=1")
+    assert argv == ["port", "reprot", "--json"]
