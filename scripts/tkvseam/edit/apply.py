@@ -32,6 +32,8 @@ from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
 from ..queue.series import Series, read_series
 from ..tree.state import AppliedPatch, Kind, TreeState
+from ..tree.work import UserWork
+from .export import export_texts
 
 __all__ = ["AppliedPatch", "ApplyResult", "BASE_TAG", "BRANCH", "apply_series", "inputs_digest"]
 
@@ -122,6 +124,29 @@ def build_tree(
     return tree, applied, cloned
 
 
+def keep_superseded(
+    root: Path, seam: SeamTree, state: TreeState, base: Base, progress: Progress
+) -> list[str]:
+    """The tree's commits are the queue as it was last applied or refreshed, and the queue changed
+    since (a patch file edited, reverted by hand, pulled). When the project's git does not hold
+    every patch file those commits make (a refresh reverted by hand: nowhere else), they are kept
+    in a ref of the tree before the queue replaces them (said, and returned for ``dropped``)."""
+    head = git.head(seam.path)
+    if head != state.head or head == state.base_commit:  # moved: the user's work, judged before
+        return []
+    project = git.toplevel(root)
+    texts, _ = export_texts(seam.path, state.base_commit)
+    if project is not None and all(git.holds_blob(project, t.encode()) for t in texts.values()):
+        return []  # each is in the project's git (a commit, the index, a stash): nothing to lose
+    ref = seam.keep_dropped(UserWork(seam.path), "apply (the queue changed since the tree was applied)")
+    progress.warn(
+        f"{base.queue.patches}/ or {base.queue.series} changed since {seam.path} was applied or refreshed, "
+        f"and the project's git does not hold its commits as patch files: they are kept in {ref} "
+        f"(`{hints.shell('git', '-C', seam.path, 'log', '--oneline', f'{BASE_TAG}..{ref}')}`)"
+    )
+    return [ref]
+
+
 def apply_series(
     root: Path,
     base: Base,
@@ -163,6 +188,8 @@ def apply_series(
             result.upstream_commit_prefix = base.commit_prefix
             result.seconds = time.monotonic() - started
             return result
+        if state and not dropped and state.inputs and state.inputs != series.file_digests():
+            dropped += keep_superseded(root, seam, state, base, progress)
         repo, fetched = base_repo(base, cache, git_url, index_url, progress)
 
         def result_for(applied: list[AppliedPatch], cloned: dict[str, str]) -> ApplyResult:

@@ -15,15 +15,16 @@ from pathlib import Path
 from .. import git, hints
 from ..answer import Answer, plain
 from .apply import inputs_digest
+from .export import commits_after_base, export_texts
 from ..bases.pins import Base
-from ..errors import RefusedError, SeamError
+from ..errors import RefusedError
 from ..fsutil import atomic_write
 from ..queue.header import Header, PatchFormatError
 from ..queue.patch import parse_text
 from ..progress import QUIET, Progress
 from ..layout import BASE_TAG
 from ..tree.seamtree import SeamTree
-from ..queue.series import Queue, Series, patch_filename, read_series, write_series
+from ..queue.series import Queue, Series, read_series, write_series
 from ..tree.state import AppliedPatch, Kind, TreeState
 
 
@@ -78,35 +79,6 @@ class Refreshed(Answer):
 
     def to_json(self) -> dict:
         return plain(self) | {"changed": len(self.changed)}
-
-
-def format_commit(tree: Path, commit: str) -> str:
-    """One commit as canonical patch text."""
-    data = git.format_patch(tree, commit)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise SeamError(
-            f"{tree}: commit {commit[:12]}: its patch text is not UTF-8 (byte {data[e.start]:#04x} on "
-            f"line {line} of `git format-patch`); patches are UTF-8 text",
-            hint=f"re-encode the file in UTF-8 and amend the commit (`{hints.shell('git', '-C', tree, 'show', commit[:12])}` "
-            "shows it), then refresh again",
-        ) from e
-    lines = text.split("\n")
-    head_end = lines.index("") if "" in lines else 0
-    kept = [line for i, line in enumerate(lines) if not (i < head_end and line.startswith("Date: "))]
-    return "\n".join(kept)
-
-
-def commits_after_base(tree: Path, base_commit: str) -> list[str]:
-    merges = git.merges_after(tree, base_commit)
-    if merges:
-        raise SeamError(
-            f"{tree}: merge commits after the base cannot be exported: {merges[0][:12]}",
-            hint=f"linearise the branch (`{hints.shell('git', '-C', tree, 'rebase', BASE_TAG)}`) and refresh again",
-        )
-    return git.commits_after(tree, base_commit)
 
 
 def edited_since_apply(state: TreeState, series: Series) -> list[str]:
@@ -228,32 +200,6 @@ def write_queue(
     return report
 
 
-def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str]]:
-    """Canonical patch text per commit after ``base_commit``, named by position and slug."""
-    texts: dict[str, str] = {}
-    order: list[str] = []
-    for k, commit in enumerate(commits_after_base(tree, base_commit), 1):
-        text = format_commit(tree, commit)
-        try:
-            header = parse_text(text, f"commit {commit[:12]}").header
-        except PatchFormatError as e:  # the tree's commit is what to change: the queue is not written
-            raise SeamError(
-                f"{tree}: {e.message}; a commit of the tree becomes one patch file, and this one cannot "
-                "be (nothing was written)",
-                hint=f"change that commit (`{hints.shell('git', '-C', tree, 'rebase', '-i', BASE_TAG)}`: mark it "
-                "reword, edit or drop), then refresh again",
-            ) from e
-        name = patch_filename(k, header.slug)
-        if name in texts:
-            raise SeamError(
-                f"{tree}: two commits export to {name}: give them different subjects",
-                hint=f"{hints.shell('git', '-C', tree, 'rebase', '-i', BASE_TAG)}  (reword one), then refresh again",
-            )
-        texts[name] = text
-        order.append(name)
-    return texts, order
-
-
 def record_export(tree: Path, state: TreeState, base: Base, root: Path, order: list[str]) -> None:
     """Record in ``state`` what the queue now holds: its patches (name, commit, files), HEAD, digests."""
     series = read_series(root, base.queue)
@@ -314,9 +260,9 @@ def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Prog
             raise RefusedError(
                 f"{base.queue.patches}/ or {base.queue.series} changed since the tree was applied; "
                 f"refresh would overwrite those edits{':' if named else ''}{named}",
-                hint=f"keep the patch edits: `{hints.rerun('apply', root, base.name, tree, force=True)}` (keeps the tree's "
-                f"commits in a ref); keep the tree commits: `{hints.rerun('refresh', root, base.name, tree, force=True)}` "
-                "(backs up the patch files first)",
+                hint=f"keep the patch edits: `{hints.rerun('apply', root, base.name, tree)}` (the tree made anew "
+                f"from them; its commits kept in a ref, named); keep the tree commits: "
+                f"`{hints.rerun('refresh', root, base.name, tree, force=True)}` (backs up the patch files first)",
             )
         keep = seam.back_up(queue_snapshot(root, base.queue))
         progress.warn(f"--force overwrites the edits to {base.queue.patches}/{named}\nbacked up in {keep}")

@@ -239,6 +239,13 @@ def hash_blob(repo: Path, data: bytes) -> str:
     return out(repo, "hash-object", "-w", "--stdin", input=data)
 
 
+def holds_blob(repo: Path, data: bytes) -> bool:
+    """Whether ``repo``'s object store holds ``data`` as a blob (in a commit, the index, a stash)."""
+    sha = out(repo, "hash-object", "--stdin", input=data)  # no -w: the id only, nothing written
+    # -e: exit 0 when the object exists, quietly
+    return run(repo, "cat-file", "-e", sha, check=False).returncode == 0
+
+
 def update_index(repo: Path, index_env: dict[str, str], entries: list[tuple[str, str, str]]) -> None:
     """Set ``(mode, blob id, path)`` entries in the private index; mode "0" removes the path."""
     lines = [f"{mode} {'0' * 40 if mode == '0' else sha}\t{path}" for mode, sha, path in entries]

@@ -65,8 +65,11 @@ def keep_or_refuse(
         progress.warn(f"--force drops from {work.tree}:\n{work.describe()}\nkept in {ref} ({show})")
         return ref
     ways = []
-    if work.commits or work.moved_head or any(st != IGNORED for st, _ in work.dirty):
-        ways.append(f"keep it: commit it, then {refresh}")
+    changed = any(st != IGNORED for st, _ in work.dirty)
+    if changed:  # files: commit them (commits are then refreshed with the rest)
+        ways.append(f"keep the changes: commit them, then {refresh}")
+    elif work.commits or work.moved_head:  # already commits: refresh writes them into the queue
+        ways.append(f"keep the commits: {refresh} (writes them into the queue)")
     if work.ignored:
         ways.append("keep the files git ignores: move them out of the tree (a new tree does not hold them)")
     if force_hint:

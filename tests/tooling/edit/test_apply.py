@@ -337,3 +337,61 @@ def test_a_switch_from_another_checkout_ends_on_the_seam_branch(project, where):
     assert git.status_porcelain(project.tree) == []
     if where == "own-branch":
         assert git.out(project.tree, "rev-parse", "mine") == git.out(project.tree, "rev-parse", f"{first}~1")
+
+
+def test_a_patch_file_reverted_by_hand_the_hint_and_apply_agree_and_keep_the_tree_commits(project):
+    """Issue 37: after a refreshed edit was reverted in patches/ by hand, refresh refused and said
+    apply keeps the tree's commits in a ref; plain apply replaced the tree and kept no ref."""
+    make_two_patches(project)
+    patch = project.root / "patches/0002-add-mul.patch"
+    before = patch.read_bytes()
+    # the README's edit recipe: change the patch's file, fold it into its commit, refresh
+    text = (project.tree / "vllm/engine/arg_utils.py").read_text()
+    (project.tree / "vllm/engine/arg_utils.py").write_text(text.replace("return a * b", "return b * a"))
+    git.run(project.tree, "commit", "-qa", "--amend", "--no-edit")
+    project.refresh()
+    edited = git.head(project.tree)
+    assert patch.read_bytes() != before
+    patch.write_bytes(before)  # reverted by hand (git checkout patches/)
+    err = project.refresh(expect=5).stderr
+    hint = err.split("next: ", 1)[1]
+    assert f"`make apply BASE={NAME}` (the tree made anew from them; its commits kept in a ref" in hint
+    res = project.apply("--json")  # what the hint says: plain apply
+    (ref,) = json.loads(res.stdout)["dropped"]
+    assert ref.startswith("refs/tkv-seam/dropped/") and ref in res.stderr
+    assert git.resolve(project.tree, ref) == edited  # the refreshed edit, kept
+    assert b"return b * a" in git.run(project.tree, "show", f"{ref}:vllm/engine/arg_utils.py").stdout
+    assert "return a * b" in (project.tree / "vllm/engine/arg_utils.py").read_text()  # the queue's now
+    assert project.refresh().stdout  # the tree is the queue again: refresh goes through
+    assert patch.read_bytes() == before
+    # nothing changed since: the next apply keeps nothing new
+    assert json.loads(project.apply("--json").stdout)["dropped"] == []
+
+
+def test_a_changed_queue_whose_old_patches_the_project_git_holds_keeps_no_ref(project):
+    """The queue changed by git (a pull, a checkout): the tree's commits are in the project's git
+    as patch files, so apply replaces them without keeping a ref (``make clean`` stays free)."""
+    make_two_patches(project)
+    identity = ["-c", "user.name=Dev", "-c", "user.email=dev@example.invalid"]
+    git.run(project.root, "init", "-q")
+    git.run(project.root, "add", "-A", "series", "patches")
+    git.run(project.root, *identity, "commit", "-qm", "the queue")
+    patch = project.root / "patches/0002-add-mul.patch"
+    patch.write_text(patch.read_text().replace("return a * b", "return b * a"))  # as a pull would
+    out = json.loads(project.apply("--json").stdout)
+    assert out["dropped"] == [] and not git.refs(project.tree, "refs/tkv-seam/dropped/")
+    assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
+
+
+def test_apply_over_commits_says_refresh_keeps_them_and_over_edits_says_commit_them(project):
+    """Issue 37: "keep it: commit it" was said for what is already a commit."""
+    make_two_patches(project)
+    project.commit_in_tree("vllm/extra.py", "y = 2\n", message("extra-file", "add extra.py"))
+    patch = project.root / "patches/0001-cache-tweak.patch"
+    patch.write_text(patch.read_text().replace("Changes things.", "Edited."))  # apply has work to do
+    hint = project.apply(expect=5).stderr.split("next: ", 1)[1]
+    assert hint.startswith(f"keep the commits: `make refresh BASE={NAME}` (writes them into the queue)")
+    assert "commit them" not in hint
+    (project.tree / "vllm/extra.py").write_text("y = 3\n")
+    hint = project.apply(expect=5).stderr.split("next: ", 1)[1]
+    assert hint.startswith(f"keep the changes: commit them, then `make refresh BASE={NAME}`")

@@ -169,7 +169,7 @@ def test_a_start_over_a_finished_port_holding_commits_hints_the_refresh_of_that_
     err = port(pproject, "start", expect=5).stderr
     assert "make refresh" not in err  # that refreshes build/vllm-v9.10.0, not the port tree
     refresh = f".venv/bin/tkv-seam refresh --base {NEXT} --tree {tree}"
-    assert f"commit it, then `{refresh}`" in err
+    assert f"keep the commits: `{refresh}` (writes them into the queue)" in err  # already a commit
     assert "added     patches/v9.10.0/0008-notes.patch" in pproject.cli(*refresh.split()[1:]).output
     port(pproject, "start", expect=12)  # the commit is kept in the queue: the tree may go
 
