@@ -296,6 +296,14 @@ clean: ## Remove what the tool made under build/ but build/dropped/; refuses wor
 	@if [ -e build ] || [ -L build ]; then \
 	  $(MAKE) -s --no-print-directory $(call sh,$(VENV)/.done) && $(call sh,$(TOOL)) clean $(FORCE_FLAG); fi
 
-check-refresh: apply ## apply then refresh changes no byte of patches/ or series | BASE=<base>
+# It compares with the project's HEAD: a queue edited and refreshed but not committed is said so first.
+check-refresh: apply ## apply then refresh changes no byte of patches/ or series as committed (commit them first) | BASE=<base>
+	@if [ -n "$$(git status --porcelain -- patches series)" ]; then git status --short -- patches series >&2; \
+	  echo "make check-refresh: patches/ or series differ from the project's HEAD (above); it checks the committed queue" >&2; \
+	  echo "  next: git add series patches && git commit -m '<slug>: <what changed>'   (then make check-refresh BASE=$(BASE))" >&2; \
+	  exit 1; fi
 	$(call sh,$(TOOL)) refresh --base $(BASE)
-	git diff --exit-code -- patches series
+	@git diff --exit-code -- patches series || { \
+	  echo "make check-refresh: apply + refresh changed the committed queue (the diff above): not byte-stable" >&2; \
+	  echo "  next: git add series patches && git commit -m 'refresh: the canonical form'   (then make check-refresh BASE=$(BASE))" >&2; \
+	  exit 1; }

@@ -474,6 +474,14 @@ SCENARIOS: dict[str, list[Step]] = {
             says="updated   patches/0002-add-mul.patch",
         ),
         edit_done,
+        # check-refresh checks the committed queue: the recipe's uncommitted refresh is said so, then committed
+        run("make check-refresh", rc=2, says="next: git add series patches && git commit"),
+        run(
+            "git add series patches && git commit -m '<slug>: <what changed>'",
+            slug="add-mul",
+            what_changed="b times a",
+        ),
+        run("make check-refresh", says="3 unchanged, 0 changed"),
         run("make apply BASE=v0.32.0"),
         run("make refresh BASE=v0.32.0", says="3 unchanged, 0 changed"),
     ],
