@@ -8,7 +8,9 @@ it with ``cli.options.emit`` and writes no text of its own:
   object holds too;
 - ``to_json()``: the one JSON object (plain types only: enums as their values, paths as text);
 - ``exit_code()``: 0, or the documented code the answer ends with (lint problems 6, a newer
-  release 11, ...), never an error: errors are raised (``errors.SeamError``).
+  release 11, ...), never an error: errors are raised (``errors.SeamError``);
+- ``success()``: what the JSON object's ``ok`` says when ``to_json`` does not (every object the
+  CLI prints has ``ok``: ``cli.options.emit`` adds it): the exit code is 0, by default.
 """
 
 from __future__ import annotations
@@ -49,3 +51,7 @@ class Answer:
 
     def exit_code(self) -> int:
         return 0
+
+    def success(self) -> bool:
+        """The command did what was asked and found nothing wrong (JSON ``ok``)."""
+        return self.exit_code() == 0

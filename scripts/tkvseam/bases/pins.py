@@ -449,6 +449,8 @@ class KnownBases(Answer):
 
     def to_json(self) -> dict:
         return {
-            name: {"commit_prefix": b.commit_prefix, "sdist": plain(b.sdist), "image": plain(b.image)}
-            for name, b in self.bases.items()
+            "bases": {
+                name: {"commit_prefix": b.commit_prefix, "sdist": plain(b.sdist), "image": plain(b.image)}
+                for name, b in self.bases.items()
+            }
         }

@@ -65,12 +65,13 @@ def emit_json(data) -> None:
 
 
 def emit(result: Answer) -> None:
-    """Print a command's answer, the one way every command does: its one JSON object (``--json``),
-    or its lines on stdout and then its notes on stderr; then exit with its code when not 0."""
+    """Print a command's answer, the one way every command does: its one JSON object (``--json``,
+    always with ``ok``), or its lines on stdout and then its notes on stderr; then exit with its code when not 0."""
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_object(Context) if ctx else None
     if obj is not None and obj.as_json:
-        emit_json(result.to_json())
+        data = result.to_json()
+        emit_json(data if "ok" in data else {"ok": result.success(), **data})
     else:
         for line in result.lines():
             click.echo(line)

@@ -185,9 +185,15 @@ def port_abort(ctx: Context, to_name, tree, as_json):
 @pass_ctx
 def port_status(ctx: Context, to_name, tree, as_json):
     """Where the port stands: done, stopped (and its unmerged files), todo, and the next command."""
-    from ..port.render import PortStatus
+    from ..fsutil import lexists
+    from ..port.render import NoPort, PortStatus
 
     session = _session(ctx, to_name, tree)
+    if not lexists(session.path):  # no port tree: none in progress (a tree of another kind is refused)
+        next_step = session.command("start")
+        hints.record(next_step)
+        emit(NoPort(to_name, session.path, next_step, layout.shown(session.path, ctx.root)))
+        return
     state = session.status()
     unmerged = session.unmerged() if state.port.current else []
     next_step = session.next_step(state, unmerged)

@@ -105,7 +105,7 @@ def seamtest_command(name: str):
 @dataclass
 class Lanes(Answer):
     """The reports of one run's lanes (``seamtest.runner.LaneReport``): one lane's data as it is,
-    several keyed by lane; exit 9 when any failed."""
+    several under ``lanes``, keyed by lane; exit 9 when any failed."""
 
     reports: list
 
@@ -116,7 +116,7 @@ class Lanes(Answer):
     def to_json(self) -> dict:
         if len(self.reports) == 1:
             return self.reports[0].data
-        return {rep.lane: rep.data for rep in self.reports}
+        return {"lanes": {rep.lane: rep.data for rep in self.reports}}
 
     def exit_code(self) -> int:
         return 0 if all(rep.ok for rep in self.reports) else EXIT_TESTS

@@ -310,3 +310,21 @@ class PortStatus(Answer):
 
     def to_json(self) -> dict:
         return status_json(self.tree, self.state, self.unmerged, self.next_step)
+
+
+@dataclass
+class NoPort(Answer):
+    """``port status`` where no port tree is: no port in progress, which is an answer, not an
+    error (exit 0, as ``git status`` or ``quilt applied`` say "none"); ``--json``: ``port: none``."""
+
+    to_name: str
+    tree: Path
+    next_step: str
+    shown: str = ""  # the tree as the user reads it (project-relative)
+
+    def lines(self) -> list[str]:
+        where = self.shown or self.tree
+        return [f"port to {self.to_name}: none in progress (no {where})", f"  next: {self.next_step}"]
+
+    def to_json(self) -> dict:
+        return {"port": "none", "to_base": self.to_name, "tree": str(self.tree), "next_step": self.next_step}

@@ -210,6 +210,10 @@ class WatchResult(Answer):
             "errors": [str(e) for e in self.errors],
         }
 
+    def success(self) -> bool:
+        """A newer release (exit 11) is not a failure: ok unless a report could not be made."""
+        return not self.errors
+
     def exit_code(self) -> int:
         """The first report's error, else 11 when a newer release exists (not a failure), else 0."""
         if self.errors:

@@ -54,7 +54,7 @@ def test_carried_lists_the_bases_with_a_queue_in_release_order(project, releases
     give_queue(project.root, "v9.9.10")
     out = project.cli("carried").output.split()
     assert out == [NAME, "v9.9.10", "v9.10.0"]  # PEP 440: 9.9.10 before 9.10.0, whatever the file says
-    assert json.loads(project.cli("carried", "--json").output) == {"carried": out}
+    assert json.loads(project.cli("carried", "--json").output) == {"ok": True, "carried": out}
     bases = load_bases(project.root / "bases.toml")
     assert carried_before(bases, project.root, "9.12.0").name == "v9.10.0"
     assert carried_before(bases, project.root, "9.10.0").name == "v9.9.10"

@@ -43,7 +43,7 @@ def test_the_text_of_an_export_reads_as_before():
 def test_overlay_files_json_is_one_object(project):
     make_one_patch(project)
     out = json.loads(project.cli("overlay", "files", "--base", NAME, "--json").stdout)
-    assert out == {"base": NAME, "files": ["vllm/config/cache.py"]}
+    assert out == {"ok": True, "base": NAME, "files": ["vllm/config/cache.py"]}
     assert project.cli("overlay", "files", "--base", NAME).stdout == "vllm/config/cache.py\n"
 
 

@@ -65,7 +65,8 @@ def test_clean_force_keeps_each_tree_in_a_bundle_first(pproject, tmp_path):
     subprocess.run(["git", "-C", str(clone), "fetch", "-q", str(bundle), f"{ref}:{ref}"], check=True)
     assert git.out(clone, "show", f"{ref}:vllm/engine/arg_utils.py") + "\n" == resolved
     again = json.loads(pproject.cli("clean", "--json").output)  # build/dropped/ stays, always
-    assert again == {"removed": [], "kept": [], "left": [], "dropped": "build/dropped"} and bundle.exists()
+    assert again == {"ok": True, "removed": [], "kept": [], "left": [], "dropped": "build/dropped"}
+    assert bundle.exists()
 
 
 def test_clean_removes_what_the_tool_made_and_leaves_the_rest(project):

@@ -21,7 +21,7 @@ def test_report_keeps_its_report_beside_the_port_tree_and_says_where(pproject):
     printed = json.loads(port(pproject, "report", "--json").output)
     assert printed["files"] == {"markdown": str(out / "report.md"), "json": str(out / "report.json")}
     kept = json.loads((out / "report.json").read_text())
-    assert kept == {k: v for k, v in printed.items() if k != "files"}
+    assert kept == {k: v for k, v in printed.items() if k not in ("files", "ok")} and printed["ok"] is True
     assert sorted(p.name for p in out.iterdir()) == [".tkv-seam-made.json", "report.json", "report.md"]
 
 

@@ -90,6 +90,7 @@ def test_watch_with_no_newer_release_exits_0(project, index, releases):
     (project.root / "patches" / NEXT).mkdir()
     (project.root / "patches" / NEXT / "series").write_text("")
     assert watch_json(project, expect=0) | {"releases": []} == {
+        "ok": True,
         "since": NEXT,
         "since_version": NEXT_VERSION,
         "from_base": NEXT,
