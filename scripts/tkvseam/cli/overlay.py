@@ -148,6 +148,7 @@ def _install(ctx: Context, base_name, tree, python, commit_of, verb):
         again,
         ctx.progress,
         others=_other_bases(ctx, base_name, verb, venv_python),
+        restore=verb == "restore",
     )
     emit(done)
 

@@ -191,26 +191,37 @@ def install_commit(
     rerun: str = "",
     progress: Progress = QUIET,
     others: dict[str, str] | None = None,
+    restore: bool = False,
 ) -> Installed:
     """Stage ``commit`` of the build tree into ``stage_dir`` and install it into ``python``'s venv,
-    holding the stage's lock (two installs take turns). ``others``: see ``install_into_venv``."""
+    holding the stage's lock (two installs take turns). ``others``: see ``install_into_venv``.
+    ``restore``: the commit is the pristine base, put back (said as restored)."""
     with locked(tree_lock_path(stage_dir), str(stage_dir), progress):
         stage(tree, paths, stage_dir, commit)
-        return install_into_venv(python, stage_dir, own_venv, rerun, others)
+        done = install_into_venv(python, stage_dir, own_venv, rerun, others)
+    done.restored = restore
+    return done
 
 
 @dataclass
 class Installed(Answer):
-    """What the installer did in one venv."""
+    """What the installer did in one venv (``restored``: it put the pristine base's files back)."""
 
     python: str
     vllm_dir: str
     vllm_version: str
     replaced: list[str]
     output: str
+    restored: bool = False
 
     def lines(self) -> list[str]:
-        return self.output.rstrip().split("\n")
+        if not self.restored:
+            return self.output.rstrip().split("\n")
+        return [
+            f"tkv-seam overlay: vllm package at {self.vllm_dir}",
+            *(f"tkv-seam overlay: restored {path}" for path in self.replaced),
+            f"tkv-seam overlay: {len(self.replaced)} file(s) restored (vLLM {self.vllm_version}'s own)",
+        ]
 
 
 def _same_release(a: str, b: str) -> bool:

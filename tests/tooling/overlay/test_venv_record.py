@@ -57,7 +57,7 @@ def test_restore_after_the_queue_lost_a_patch_puts_back_every_file_the_overlay_r
     two.write_series((two.root / "series").read_text().split()[0])
     out = overlay(two, "restore", venv).stdout
     assert venv.files() == venv.pristine, out
-    assert "2 file(s) replaced" in out
+    assert "2 file(s) restored" in out and "replaced" not in out  # issue 37: a restore said "replaced"
 
 
 def test_a_queue_patch_adding_a_vllm_file_does_not_block_restore(two, venv):
