@@ -33,18 +33,23 @@ class Drift(StrEnum):
     NO_QUEUE = ""  # the base has no queue
 
 
+# What each cell says, for the legend under the matrix.
+MEANING = {
+    Drift.CARRIED: "the first base with a queue",
+    Drift.SAME_HUNKS: "the same hunks as on the base before (line numbers aside)",
+    Drift.CONTEXT_ONLY: "the same lines added and removed, other context",
+    Drift.RE_EXPRESSED: "other lines added or removed, or other files",
+    Drift.NEW: "not in the base before's queue",
+    Drift.ABSENT: "not in this base's queue (dropped, obsolete, or not ported yet)",
+    Drift.NO_QUEUE: "the base has no queue yet",
+}
+
+
 @dataclass
 class DriftRow:
     slug: str
     cells: dict[str, Drift] = field(default_factory=dict)  # base -> its cell
     names: dict[str, str] = field(default_factory=dict)  # base -> patch file name
-
-    def lines(self, bases: list[str]) -> list[str]:
-        return [self.slug] + [
-            f"    {name:10} {self.cells.get(name) or 'no queue'}"
-            + (f"  ({self.names[name]})" if name in self.names else "")
-            for name in bases
-        ]
 
 
 @dataclass
@@ -55,7 +60,16 @@ class DriftMatrix(Answer):
     rows: list[DriftRow]
 
     def lines(self) -> list[str]:
-        return [line for row in self.rows for line in row.lines(self.bases)] + ["\n" + self.matrix()]
+        """The matrix once, then what each of its words means (``--json``: each row's patch files)."""
+        used = {row.cells.get(name, Drift.NO_QUEUE) for row in self.rows for name in self.bases}
+        legend = [f"  {d or 'no queue'}: {meaning}" for d, meaning in MEANING.items() if d in used]
+        return [
+            self.matrix().rstrip("\n"),
+            "",
+            "each cell: the patch on that base against the base before it",
+            *legend,
+            "one patch's change between two bases: make drift DIFF=<slug> BASE=<base>",
+        ]
 
     def matrix(self) -> str:
         return matrix(self.bases, self.rows)

@@ -48,3 +48,14 @@ def test_drift_diff_takes_ascii_digits_only(project, releases):
     arabic_indic_one = "\u0661"  # str.isdigit() says yes; no patch is numbered so
     res = project.cli("drift", "--diff", arabic_indic_one, expect=2)
     assert f"no patch '{arabic_indic_one}' in any queue" in res.stderr
+
+
+def test_drift_prints_its_matrix_once_with_a_legend_of_its_words(project, releases):
+    """Issue 37: the matrix was printed twice (rows, then the table) and no word was explained."""
+    _two_queues(project, releases)
+    out = project.cli("drift").stdout.splitlines()
+    assert [line for line in out if line.startswith("| patch |")] == [f"| patch | {NAME} | {NEXT} |"]
+    assert "| cache-tweak | carried | same hunks |" in out
+    legend = [line.strip().split(":")[0] for line in out if line.startswith("  ")]
+    assert legend == ["carried", "same hunks"]  # the words the matrix uses, each explained once
+    assert out[-1] == "one patch's change between two bases: make drift DIFF=<slug> BASE=<base>"
