@@ -87,6 +87,7 @@ class JobResult:
     log: Path
     slot: int
     cached: str | None = None  # a recorded pass stood in for the run: when it was recorded
+    ended: float = 0.0  # time.monotonic() when the job ended (its start: ended - seconds)
 
 
 @dataclass
@@ -287,7 +288,7 @@ class Runner:
         if not rows and proc.returncode not in (0, 5):
             raise SeamError(f"pytest could not run ({job.label}); see {log}")
         self.progress.step(f"[slot {slot}] {job.label}: {summary} ({seconds:.0f} s, log {log})")
-        return JobResult(job, rows, seconds, summary, log, slot)
+        return JobResult(job, rows, seconds, summary, log, slot, ended=started + seconds)
 
     # -- what a job reads ----------------------------------------------------------
 
@@ -436,6 +437,17 @@ def passed_jobs(lane: Lane, r: Runner, done: Mapping[str, JobResult], report: La
     return set(lane.labels) if report.ok else set()
 
 
+def ran_for(ran: list[JobResult]) -> str:
+    """How long jobs that ran took: the wall time from the first start to the last end, then the
+    job time summed (jobs run side by side, so the sum is more than the wait), e.g.
+    ``in 37 s (job time 1 min 03 s)``."""
+    if not ran:
+        return "in 0 s"
+    wall = max(r.ended for r in ran) - min(r.ended - r.seconds for r in ran)
+    summed = sum(r.seconds for r in ran)
+    return f"in {took(wall)}" + (f" (job time {took(summed)})" if len(ran) > 1 else "")
+
+
 def run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
     """All jobs of ``lanes`` in one schedule (both cores busy across lanes); one report per lane.
     Each job that passed is recorded (``r.passes``) once every lane's verdict is in; a lane all of
@@ -461,10 +473,10 @@ def run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
         if jobs and not ran:
             when = min(res.cached for res in cached)
             line = f"{i}/{n} {lane.name}: cached pass from {when} ({len(cached)} job(s); FRESH=1 runs it)"
-        elif cached:
-            line = f"{i}/{n} {lane.name}: {len(ran)} job(s) ran ({took(seconds)}), {len(cached)} cached"
         else:
-            line = f"{i}/{n} {lane.name}: {len(ran)} job(s) ran ({took(seconds)})"
+            line = f"{i}/{n} {lane.name}: {len(ran)} job(s) ran {ran_for(ran)}" + (
+                f", {len(cached)} cached" if cached else ""
+            )
         report.notes.insert(0, line + ("" if report.ok else ": FAILED"))
         if r.passes is not None:
             r.passes.time(f"lane-{lane.name}", seconds, cached=bool(jobs) and not ran, ok=report.ok)

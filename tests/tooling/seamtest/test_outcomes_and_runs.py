@@ -395,3 +395,15 @@ def test_a_next_file_that_does_not_import_is_named_as_why_a_steps_tests_are_miss
     assert lane.outcome(done, Probe(1, 1), "t/test_x.py::test_a") == "passed"
     assert lane.outcome(done, Probe(2, 1), "t/test_y.py::test_b") == "failed"
     assert not [line for line in lane.report(r, done).lines if line.startswith("collect: ")]
+
+
+def test_a_lane_says_its_wall_time_and_labels_the_summed_job_time():
+    """Issue 37: bisect said "1 min 03 s" (two jobs' times added) for a run of 37 s."""
+    from tkvseam.seamtest.runner import JobResult, ran_for
+
+    def ran(ended: float, seconds: float) -> JobResult:
+        return JobResult(None, {}, seconds, "", Path("log"), 0, ended=ended)
+
+    side_by_side = [ran(ended=137.0, seconds=37.0), ran(ended=130.0, seconds=26.0)]  # 100 to 137 s
+    assert ran_for(side_by_side) == "in 37 s (job time 1 min 03 s)"
+    assert ran_for([ran(ended=20.0, seconds=12.0)]) == "in 12 s"
