@@ -14,6 +14,7 @@ tree's configuration and exclude lists apply and no tree is copied.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git, hints, layout
+from ..layout import BASE_TAG
 from ..answer import Answer
 from ..bases.pins import Base
 from ..errors import EXIT_LINT, SeamError, UsageError
@@ -32,21 +34,53 @@ from ..tree.seamtree import SeamTree
 
 @dataclass
 class StyleReport(Answer):
-    """What the style gate found (exit 6 when anything)."""
+    """What the style gate found (exit 6 when anything), and the command that fixes what ruff can."""
 
     problems: list[str]
+    hint: str | None = None
 
     def notes(self) -> list[str]:
-        return self.problems
+        return self.problems + ([f"next: {self.hint}"] if self.hint else [])
 
     def lines(self) -> list[str]:
         return [f"stylecheck: {len(self.problems)} problem(s)" if self.problems else "stylecheck: ok"]
 
     def to_json(self) -> dict:
-        return {"ok": not self.problems, "problems": self.problems}
+        return {"ok": not self.problems, "problems": self.problems, "hint": self.hint}
 
     def exit_code(self) -> int:
         return EXIT_LINT if self.problems else 0
+
+
+_PROBLEM_PATH = re.compile(r"ruff (?:check|format): (?:Would reformat: )?([^:\s]+)")
+
+
+def problem_paths(problems: list[str]) -> list[str]:
+    """The files the gate's problem lines name, in order, each once."""
+    return list(dict.fromkeys(m.group(1) for p in problems if (m := _PROBLEM_PATH.search(p))))
+
+
+def ruff_fix(root: Path, exe: str, tree: Path, paths: list[str]) -> str:
+    """The base's ruff fixing what it can in ``paths`` of ``tree``, as it runs from the project root
+    (ruff reads the tree's own pyproject.toml for files under it)."""
+    ruff = layout.shown(Path(exe), root)
+    files = [layout.shown(tree / p, root) for p in paths]
+    # check --fix first (a removed import leaves a blank line format then takes), format whatever it says
+    return f"{hints.shell(ruff, 'check', '--fix', *files)}; {hints.shell(ruff, 'format', *files)}"
+
+
+def fix_hint(root: Path, tree: Path, base: Base, exe: str, problems: list[str]) -> str:
+    """``next:`` for style problems in ``tree``: the base's ruff fixes what it can, the rest by hand,
+    folded into the patch's commit (README, "Edit a patch"), then refresh."""
+    where = layout.shown(tree, root)
+    fold = hints.shell("git", "-C", where, "commit", "-a", "--fixup=:/^<slug>:")
+    squash = "GIT_SEQUENCE_EDITOR=: " + hints.shell(
+        "git", "-C", where, "rebase", "-i", "--autosquash", BASE_TAG
+    )
+    return (
+        f"`{ruff_fix(root, exe, tree, problem_paths(problems))}` (the base's ruff {base.seam.ruff}), fix the "
+        f"rest by hand, fold it into its patch: `{fold}`, `{squash}`, then `{hints.rerun('refresh', root, base.name, tree)}`"
+    )
 
 
 def _version_line(exe: str) -> str:
@@ -116,7 +150,10 @@ def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = Non
     again = hints.make("lint-patches", BASE=base.name) if tree == layout.build_tree(root, base.name) else None
     again = again or hints.tool("stylecheck", "--base", base.name, "--tree", tree)
     SeamTree(tree, root).require(None, base.name, "the style gate", then=again)
-    return StyleReport(stylecheck(root, tree, base, cache, ruff))
+    problems = stylecheck(root, tree, base, cache, ruff)
+    if not problems:
+        return StyleReport(problems)
+    return StyleReport(problems, fix_hint(root, tree, base, _gate_ruff(base, cache, ruff), problems))
 
 
 def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> list[str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from .. import git
-from ..edit.stylecheck import prefix_problems
+from ..edit.stylecheck import gate_ruff, prefix_problems, problem_paths, ruff_fix
 from .outcomes import FAILED, MISSING, PASSED, fold
 from . import keys
 from .passes import digest
@@ -288,8 +288,10 @@ class BisectLane:
         lines += [f"style: {p}" for p in self.style]
         if self.style:
             tree = r.tree.relative_to(r.root) if r.tree.is_relative_to(r.root) else r.tree
+            fix = ruff_fix(r.root, gate_ruff(r.base, r.cache), r.tree, problem_paths(self.style))
             lines.append(
-                f"style: next: fix patch {self._style_patch:04d} in {tree} (git commit --fixup), "
+                f"style: next: fix patch {self._style_patch:04d} in {tree} (the base's ruff {r.base.seam.ruff} "
+                f"fixes what it can in the files as they are now: `{fix}`; git commit --fixup), "
                 f"make refresh BASE={r.base.name}, then make bisect BASE={r.base.name} "
                 f"PATCH={self._style_patch:04d}"
             )

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
+from ..fixtures.hintcheck import problems
 from ..fixtures.queue import message
+from ..fixtures.upstream import NAME
 
 BAD = "def f():\n    return alpha\n\n\ndef g():\n    return beta\n\n\ndef h():\n    return gamma\n"
 
@@ -24,3 +27,22 @@ def test_three_ruff_errors_are_three_problems(project):
         "vllm/bad.py:10:12:",
     ]
     assert all("F821 Undefined name" in p for p in problems)
+
+
+def test_a_style_problem_ends_with_the_bases_ruff_command_that_fixes_it(project):
+    """Issue 37: the style gate's problems ended without next:. The hint's ruff command runs as
+    written from the project root, with the base's pinned ruff, and fixes what ruff can fix."""
+    project.apply()
+    project.commit_in_tree("vllm/messy.py", "import os\nx   =  1\n", message("messy", "add messy.py"))
+    project.refresh()
+    res = project.cli("stylecheck", "--base", NAME, expect=6)
+    hint = res.stderr.strip().splitlines()[-1]
+    assert hint.startswith("next: `") and "vllm/messy.py" in hint
+    assert problems(hint.removeprefix("next: ")) == []
+    data = json.loads(project.cli("stylecheck", "--base", NAME, "--json", expect=6).stdout)
+    assert data["hint"] == hint.removeprefix("next: ")
+    fix = hint.split("`")[1]
+    assert f"build/vllm-{NAME}/vllm/messy.py" in fix and " check --fix " in fix
+    subprocess.run(["bash", "-c", fix], cwd=project.root, check=True, capture_output=True)
+    assert (project.tree / "vllm/messy.py").read_text() == "x = 1\n"
+    assert project.cli("stylecheck", "--base", NAME).stdout.strip() == "stylecheck: ok"
