@@ -101,6 +101,11 @@ def image_context(root: Path, base: str) -> Path:
     return build(root) / f"image-{base}"
 
 
+def image_log(root: Path, base: str) -> Path:
+    """The last image build's full log (not in its context: a file there would be sent)."""
+    return build(root) / "image-logs" / f"{base}.log"
+
+
 def plugin_dir(root: Path) -> Path:
     return build(root) / "plugin"
 

@@ -12,6 +12,8 @@ the intermediate images of a failed build removed) and pushing are ``engine``'s.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +63,7 @@ class ImageResult(Answer):
     added_layers: list[Layer] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # images of ours this build left untagged, removed
     push: Pushed | None = None  # set once pushed
+    log: str = ""  # the build's full log (project-relative)
 
     @property
     def added_bytes(self) -> int:
@@ -89,6 +92,8 @@ class ImageResult(Answer):
         out.append(
             f"plugin: {self.plugin} (hash-checked)" if self.plugin else "plugin: none (TURBO_ATTN= given)"
         )
+        if self.log:
+            out.append(f"build log: {self.log}")
         if self.stand_in:
             out.append("stand-in base: for trying the build here, not for serving or shipping")
         if self.run_hint:
@@ -242,7 +247,13 @@ def build(
         )
         if not labels[REVISION_LABEL]:
             log("note: the project is not a git checkout: the image's tkv-seam commit label is empty")
-        image_id, removed, added = run_build(api, context, tag, base_image, labels, base, log)
+        log_file = layout.image_log(root, base.name)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)  # never a link
+        with open(fd, "w", encoding="utf-8") as kept:
+            image_id, removed, added = run_build(
+                api, context, tag, base_image, labels, base, build_progress(kept, progress), log_file
+            )
     return ImageResult(
         tag,
         image_id,
@@ -254,7 +265,25 @@ def build(
         labels=labels,
         added_layers=added,
         removed=removed,
+        log=layout.shown(log_file, root),
     )
+
+
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+
+
+def build_progress(kept, progress: Progress) -> Callable[[str], None]:
+    """Each line of the build's stream into ``kept`` (the full log); one progress line a
+    Dockerfile step (``image step 3/9: COPY overlay/ /tmp/overlay/``), not every line of it."""
+
+    def log(line: str) -> None:
+        kept.write(line + "\n")
+        kept.flush()
+        m = _STEP.match(line)
+        if m:
+            progress.step(f"image step {m.group(1)}/{m.group(2)}: {m.group(3)[:80]}")
+
+    return log
 
 
 def _check_own_tag(tag: str, stand_in: bool, plugin: PluginSpec | None, base: Base) -> None:

@@ -22,7 +22,7 @@ _STEP_HINTS = {
     2: "the base image must hold one installed vllm package (the official image of {base} does)",
     3: "make image BASE={base} TURBO_ATTN=  (no plugin), or a base image with uv or pip "
     "(make standin BASE={base} makes one with uv)",
-    4: "see the installer's message in the build log above; the context is in {context}",
+    4: "see the installer's message in the build log {log}; the context is in {context}",
     5: "build on the official image of {base}, which carries the plugin's requirements, "
     "or make image BASE={base} TURBO_ATTN=  (no plugin)",
 }
@@ -131,11 +131,14 @@ def _remove_dangling(api, made: list[str], before: set[str]) -> list[str]:
     return removed
 
 
-def run_build(api, context: Path, tag: str, base_image: str, labels: dict, base: Base, log):
+def run_build(
+    api, context: Path, tag: str, base_image: str, labels: dict, base: Base, log, log_file: Path | None = None
+):
     """Build ``context`` as ``tag``: (image id, images of ours it untagged and removed, added layers).
 
-    However the build ends without an image (a failing step, a lost engine, Ctrl-C), the
-    intermediate images its steps committed are removed.
+    ``log`` gets every line of the build's stream (``log_file``: where they are kept, named by a
+    failure). However the build ends without an image (a failing step, a lost engine, Ctrl-C),
+    the intermediate images its steps committed are removed.
     """
     errors = engine_errors()
     stream = _BuildLog(log)
@@ -162,7 +165,7 @@ def run_build(api, context: Path, tag: str, base_image: str, labels: dict, base:
                 error = chunk["error"].strip()
                 code = (chunk.get("errorDetail") or {}).get("code")
         if error or not image_id:
-            raise _build_failed(error, code, stream, base, context)
+            raise _build_failed(error, code, stream, base, context, log_file)
         removed = _drop_replaced(api, previous, image_id)
         # History is newest first; the entries above the base's own are the Dockerfile's steps.
         history = api.history(image_id)
@@ -174,8 +177,9 @@ def run_build(api, context: Path, tag: str, base_image: str, labels: dict, base:
             except errors:
                 pass  # the engine is gone: nothing can be removed now
         if isinstance(e, errors):
+            said = f" (the build's log so far: {log_file})" if log_file else ""
             raise DockerError(
-                f"the Docker engine failed during the build of {tag}: {e}",
+                f"the Docker engine failed during the build of {tag}: {e}{said}",
                 hint=f"check the engine (its log; DOCKER_HOST), then `{hints.make('image', BASE=base.name)}`",
             ) from e
         raise
@@ -208,15 +212,19 @@ def _drop_replaced(api, previous: str | None, new: str) -> list[str]:
 
 
 def _build_failed(
-    error: str | None, code: int | None, stream: _BuildLog, base: Base, context: Path
+    error: str | None, code: int | None, stream: _BuildLog, base: Base, context: Path, log_file: Path | None
 ) -> DockerError:
-    """The build's failure in the overlay's or installer's own words, with the next step."""
+    """The build's failure in the overlay's or installer's own words (else the failing step's last
+    lines), with the next step."""
     ours = stream.tool_message()
     hint = _STEP_HINTS.get(code) if ours and isinstance(code, int) else None
-    hint = hint or "see the build log above; the context is in {context}"
+    hint = hint or "see the build log {log}; the context is in {context}"
+    said = ours or error or "no image produced"
+    if not ours and stream.step_lines:
+        said += "\n" + "\n".join(f"  {line}" for _, line in stream.step_lines[-8:])
     return DockerError(
-        f"image build failed: {ours or error or 'no image produced'}",
-        hint=hint.format(base=base.name, context=context),
+        f"image build failed: {said}",
+        hint=hint.format(base=base.name, context=context, log=log_file or "above"),
     )
 
 

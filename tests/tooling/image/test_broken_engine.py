@@ -105,7 +105,8 @@ def test_an_engine_lost_mid_build_is_exit_7_with_one_json_object(project, tmp_pa
         sock.unlink(missing_ok=True)
     out = json.loads(res.stdout)
     assert out["exit_code"] == 7 and out["error"].startswith("the Docker engine failed during the build of ")
-    assert "Step 1/5 : ARG BASE_IMAGE" in res.stderr  # the log came as far as the engine sent it
+    log = project.root / "build" / "image-logs" / f"{NAME}.log"  # the full log, in a file it names
+    assert log.read_text() == "Step 1/5 : ARG BASE_IMAGE\n" and str(log) in out["error"]
     assert "Traceback" not in res.stderr
 
 
@@ -116,3 +117,29 @@ def test_no_engine_at_all_is_exit_7_naming_where_it_looked(project, tmp_path, mo
     out = json.loads(res.stdout)
     assert out["error"].startswith(f"no Docker engine reachable at unix://{tmp_path}/nothing.sock")
     assert out["hint"].startswith("export DOCKER_HOST=")
+
+
+def test_the_build_log_goes_to_its_file_and_the_terminal_gets_one_line_a_step(tmp_path):
+    """Issue 37: make image printed every line of the legacy builder's log."""
+    from tkvseam.image.build import build_progress
+    from tkvseam.progress import Progress
+
+    class Said(Progress):
+        def __init__(self):
+            self.lines = []
+
+        def step(self, message: str) -> None:
+            self.lines.append(message)
+
+    said = Said()
+    with open(tmp_path / "build.log", "w") as kept:
+        log = build_progress(kept, said)
+        for line in [
+            "Step 1/3 : ARG BASE_IMAGE",
+            " ---> Running in 1a2b",
+            "Step 2/3 : COPY overlay/ /tmp/o/",
+        ]:
+            log(line)
+        log(" ---> 3c4d")
+    assert said.lines == ["image step 1/3: ARG BASE_IMAGE", "image step 2/3: COPY overlay/ /tmp/o/"]
+    assert (tmp_path / "build.log").read_text().splitlines()[1] == " ---> Running in 1a2b"
