@@ -174,7 +174,7 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = N
     meant = hints.close(wanted, known)
     raise UsageError(
         f"no patch {wanted!r} in any queue; known: {', '.join(known) or 'none'}{hints.did_you_mean(meant)}",
-        hint=hints.make("drift", DIFF=meant[0])
+        hint=hints.make("drift", DIFF=meant[0], BASE=base)
         if meant
         else f"{hints.make('drift')}   (the matrix: every patch)",
     )
@@ -183,16 +183,20 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = N
 def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | None = None) -> PatchDrift:
     """The diffs of one patch: between ``base`` and the base before it, or for every such pair."""
     queues = _queues(root, bases)
-    slug = _slug(queues, wanted, base)
     names = list(queues)
+    if base is not None and base not in bases:  # before the slug: one hint that mends both
+        meant = hints.close(base, bases)
+        compared = [b for b in meant if b in names[1:]]  # a base with a queue before it to compare with
+        try:
+            slug = _slug(queues, wanted, compared[0] if compared else None)
+        except UsageError:
+            slug = (hints.close(wanted, {s for patches in queues.values() for s in patches}) or ["<slug>"])[0]
+        raise UsageError(
+            f"unknown base {base!r}; known bases: {', '.join(bases)}{hints.did_you_mean(meant)}",
+            hint=hints.make("drift", DIFF=slug, BASE=compared[0] if compared else None),
+        )
+    slug = _slug(queues, wanted, base)
     if base is not None:
-        if base not in bases:
-            meant = hints.close(base, bases)
-            compared = [b for b in meant if b in names[1:]]  # a base with a queue before it to compare with
-            raise UsageError(
-                f"unknown base {base!r}; known bases: {', '.join(bases)}{hints.did_you_mean(meant)}",
-                hint=hints.make("drift", DIFF=slug, BASE=compared[0] if compared else None),
-            )
         if base not in queues:
             raise UsageError(f"{base} has no queue yet", hint=hints.port("report", base))
         i = names.index(base)

@@ -56,6 +56,10 @@ def test_drift_names_the_close_slug_and_base(project, releases):
     assert "did you mean 'add-mul'?" in err and "next: make drift DIFF=add-mul\n" in err
     err = project.cli("drift", "--diff", "cache-tweak", "--base", NEXT_VERSION, expect=2).stderr
     assert f"did you mean '{NEXT}'?" in err and f"next: make drift DIFF=cache-tweak BASE={NEXT}\n" in err
+    err = project.cli("drift", "--diff", "mul", "--base", NEXT_VERSION, expect=2).stderr  # both: one hint
+    assert f"did you mean '{NEXT}'?" in err and f"next: make drift DIFF=add-mul BASE={NEXT}\n" in err
+    err = project.cli("drift", "--diff", "mul", "--base", NEXT, expect=2).stderr  # the base kept
+    assert f"next: make drift DIFF=add-mul BASE={NEXT}\n" in err
     err = project.cli("drift", "--diff", "zzz", expect=2).stderr
     assert "did you mean" not in err and "next: make drift " in err  # nothing close: the matrix, not a guess
 
