@@ -385,6 +385,23 @@ skip_first = {names[0]: skipped, **{name: mixed[name] for name in names[1:]}}
 hybrid["skipped_first"] = plan_hybrid(skip_first)
 if "raised" not in hybrid["skipped_first"] and not fused_pages:
     hybrid["skipped_first"]["views"] = layer_views(plan(skip_first, 256 << 20), names[1:])
+# The last layer kept at the model's dtype (--kv-cache-dtype-skip-layers of the last layer, or a
+# draft model of a built-in dtype after the target's layers): the plugin's merge, called on
+# every spec by upstream's uniformity check, raises AttributeError on the stock spec.
+skip_last = {**{name: mixed[name] for name in names[:-1]}, names[-1]: skipped}
+hybrid["skipped_last"] = plan_hybrid(skip_last)
+uniform_skip_last = {**{name: layer_specs[name] for name in names[:-1]}, names[-1]: skipped}
+try:
+    kv = plan(uniform_skip_last, 256 << 20)
+    hybrid["uniform_skipped_last"] = dict(
+        groups=[g.layer_names for g in kv.kv_cache_groups],
+        group_type=type_path(kv.kv_cache_groups[0].kv_cache_spec),
+        num_blocks=kv.num_blocks,
+        pages=[s.page_size_bytes for s in uniform_skip_last.values()],
+        available=256 << 20,
+    )
+except Exception as e:
+    hybrid["uniform_skipped_last"] = dict(raised=type(e).__name__, message=str(e))
 emit(spec=spec, uniform=uniform, fused=fused, pp=pp, hybrid=hybrid)
 """
 
@@ -636,19 +653,17 @@ def test_hybrid_model_of_mixed_widths_plans_without_a_fused_spec(shared):
     layers first, then full-attention layers of two widths) upstream's grouping separates the
     widths before it merges a group, so every group's merge sees one width, no group is fused,
     and the single-group rule of fused pages refuses nothing. With a full-attention layer
-    first, the plugin's own merge raises in upstream's uniformity check: it reads
-    `per_layer_offsets` of every spec it merges, which its sliding-window spec lacks."""
+    first the same: the plugin's own merge, which reads `per_layer_offsets` of every spec it
+    merges, raises AttributeError on its sliding-window spec, which the planner takes as "not
+    uniform" (specs of other classes), as it takes upstream's AssertionError."""
     result = part(shared, "planning")
     hybrid, names = result["hybrid"], result["spec"]["names"]
 
-    groups = hybrid["window_first"].get("groups")
-    assert groups is not None and len(groups) > 1, hybrid
-    assert all(count == 1 for _, count in groups), hybrid
-    assert sorted(name for layers, _ in groups for name in layers if name in names) == names, hybrid
-    assert hybrid["full_first"] == {
-        "raised": "AttributeError",
-        "message": "'TkvSlidingWindowSpec' object has no attribute 'per_layer_offsets'",
-    }, hybrid
+    for order in ("window_first", "full_first"):
+        groups = hybrid[order].get("groups")
+        assert groups is not None and len(groups) > 1, hybrid
+        assert all(count == 1 for _, count in groups), hybrid
+        assert sorted(name for layers, _ in groups for name in layers if name in names) == names, hybrid
 
 
 def test_mixed_widths_beside_a_skipped_layer_are_refused_or_planned_apart(shared):
@@ -665,6 +680,27 @@ def test_mixed_widths_beside_a_skipped_layer_are_refused_or_planned_apart(shared
     else:
         assert skipped["groups"] == [[names, 1]], skipped
         _assert_own_views(skipped["views"], result["fused"]["own_widths"], names[1:])
+
+
+def test_plugin_layers_beside_a_last_layer_of_a_builtin_dtype_plan_or_are_refused(shared):
+    """The last layer at the model's dtype (--kv-cache-dtype-skip-layers of it, or a draft
+    model of a built-in dtype) after the plugin's layers: the plugin's merge raises
+    AttributeError on the stock spec in upstream's uniformity check, which the planner takes
+    as "not uniform". Of one width, the layers plan as one UniformTypeKVCacheSpecs group at the
+    capacity of their pages' sum; of mixed widths, as with the stock layer first (above)."""
+    result = part(shared, "planning")
+    hybrid, names = result["hybrid"], result["spec"]["names"]
+
+    uniform = hybrid["uniform_skipped_last"]
+    assert uniform.get("groups") == [names], uniform
+    assert uniform["group_type"] == "vllm.v1.kv_cache_interface.UniformTypeKVCacheSpecs", uniform
+    assert uniform["num_blocks"] == uniform["available"] // sum(uniform["pages"]), uniform
+    skipped = hybrid["skipped_last"]
+    if result["fused"]["fused_pages"]:
+        assert skipped["raised"] == "NotImplementedError", skipped
+        assert f"The KV cache spec of layer {names[1]} equals that of layer {names[0]}" in skipped["message"]
+    else:
+        assert skipped["groups"] == [[names, 1]], skipped
 
 
 def test_recent_ring_predicts_the_kv_cache_groups_where_the_planner_has_not_moved(shared):
