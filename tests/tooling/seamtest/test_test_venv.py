@@ -87,6 +87,7 @@ def test_the_venv_is_built_from_the_lock_and_kept_while_nothing_it_is_built_from
     out = json.loads(vproject.cli("venv-vllm", NAME, "--json").output)
     venv = vproject.root / f".venv-vllm-{NAME}"
     assert out == {
+        "ok": True,
         "base": NAME,
         "path": f".venv-vllm-{NAME}",
         "status": "built",
