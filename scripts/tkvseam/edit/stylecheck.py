@@ -204,23 +204,48 @@ def _blob_problems(exe: str, tree: Path, path: str, data: bytes) -> list[str]:
     fmt = subprocess.run([exe, "format", "--diff", *common], cwd=tree, input=data, capture_output=True)
     if fmt.returncode != 0:
         line, change = _first_change(fmt.stdout.decode(errors="replace"))
-        why = f"would reformat: {change}" if change else fmt.stderr.decode(errors="replace").strip()
+        why = f"would {change}" if change else fmt.stderr.decode(errors="replace").strip()
         problems.append(f"ruff format: {path}:{line}: {why}")
     return problems
 
 
 def _first_change(diff: str) -> tuple[int, str]:
-    """The line (of the checked file) and text of the first change in ``ruff format --diff``."""
-    line = 0
+    """The line (of the checked file) of the first change in ``ruff format --diff``, and what the
+    formatter would make of it: ``rewrite line 3 as 'x = 1'``, ``delete line 3 (a blank line)``,
+    ``insert a blank line before line 3``."""
+    line, removed, added = 0, [], []
     for text in diff.splitlines():
+        if text.startswith(("---", "+++")):
+            continue
         if text.startswith("@@"):
+            if removed or added:
+                break
             line = int(text.split()[1].lstrip("-").split(",")[0])
-        elif line and text[:1] in "-+" and not text.startswith(("---", "+++")):
-            kind = "remove" if text[0] == "-" else "insert"
-            return line, f"{kind} {text[1:].strip()!r}" if text[1:].strip() else f"{kind} a blank line"
+        elif line and text[:1] == "-":
+            removed.append(text[1:])
+        elif line and text[:1] == "+":
+            added.append(text[1:])
         elif line and text[:1] == " ":
+            if removed or added:
+                break
             line += 1
-    return max(line, 1), ""
+    if not (removed or added):
+        return max(line, 1), ""
+    span = f"line {line}" if len(removed) <= 1 else f"lines {line}-{line + len(removed) - 1}"
+    if removed and added:
+        return line, f"rewrite {span} as {_shown(added)}"
+    if removed:
+        return line, f"delete {span} ({_shown(removed)})"
+    return line, f"insert {_shown(added)} before line {line}"
+
+
+def _shown(lines: list[str]) -> str:
+    """Lines as a message shows them: the first non-blank one quoted, and how many more."""
+    text = [x.strip() for x in lines if x.strip()]
+    if not text:
+        return "a blank line" if len(lines) == 1 else f"{len(lines)} blank lines"
+    more = len(lines) - 1
+    return repr(text[0]) + (f" (+{more} more line{'s' if more > 1 else ''})" if more else "")
 
 
 def prefix_problems(

@@ -202,7 +202,7 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
     lane = BisectLane()
     assert lane.jobs(r) == []
     assert lane.style == [
-        "prefix 1 (0001-a.patch): ruff format: vllm/a.py:3: would reformat: remove a blank line",
+        "prefix 1 (0001-a.patch): ruff format: vllm/a.py:3: would delete lines 3-4 (2 blank lines)",
         "prefixes 1-3 (0001-a.patch): ruff check: vllm/mod.py:1:8: F401 [*] `os` imported but unused",
     ]
     report = lane.report(r, {})
