@@ -67,6 +67,12 @@ def port_report(root: Path, to: str) -> Path:
     return build(root) / f"port-report-{to}"
 
 
+def port_resolutions(root: Path) -> Path:
+    """The conflict resolutions ports recorded (git rerere's ``rr-cache``, the messages given):
+    shared by every port of the project, so an aborted port started again replays them."""
+    return build(root) / "port-resolutions"
+
+
 def dropped(root: Path) -> Path:
     """``build/dropped/``: where whole trees (bundles) and copies of project files are kept."""
     return build(root) / DROPPED

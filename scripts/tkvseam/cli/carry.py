@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from .options import Context, absolute, emit, force_option, json_option, pass_ctx
+from .port import auto_options
 
 
 @click.command()
@@ -232,6 +233,7 @@ def retire(ctx: Context, base_name, force, as_json):
     show_default=True,
     help="Port: run each patch's own Tests:/Guard:s at its prefix with the base's test venv (make venv-vllm).",
 )
+@auto_options
 @json_option
 @pass_ctx
 def carry(
@@ -246,6 +248,7 @@ def carry(
     reason,
     prove,
     as_json,
+    auto,
 ):
     """Carry vLLM release VERSION: pin it, write its .seam table and CPU lock, port the queue onto it.
 
@@ -267,6 +270,7 @@ def carry(
         verdict,
         reason,
         prove=prove,
+        auto=auto,
     )
     emit(do_carry(ctx.root, ctx.bases_file, version, ctx.cache, opts, ctx.progress))
 

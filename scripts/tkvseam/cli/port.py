@@ -6,6 +6,7 @@ The bodies call ``port.session.PortSession`` (and ``port.report``) and print wha
 
 from __future__ import annotations
 
+import functools
 import os
 
 import click
@@ -31,6 +32,35 @@ prove_option = click.option(
     is_flag=True,
     help="Run each patch's own Tests:/Guard:s at its prefix too, with TO's test venv (make venv-vllm BASE=TO).",
 )
+
+
+_AUTO_FLAGS = (  # (flag, parameter, what it turns off): port/auto.py
+    ("--no-autoresolve", "autoresolve", "Resolve no conflict by itself (offset, imports, replay all off)."),
+    ("--no-offset", "offset", "Do not place a conflicting file's hunks by offset with their full context."),
+    ("--no-imports", "imports", "Do not merge import-only conflicts (sorted by the base's ruff)."),
+    ("--no-replay", "replay", "Do not replay resolutions recorded before (git rerere), nor record new ones."),
+    (
+        "--no-fix",
+        "fix",
+        "Do not run the base's fixers (ruff check --fix, ruff format) before the gate fails a patch.",
+    ),
+)
+
+
+def auto_options(f):
+    """The switches of what the port does by itself (``auto.Auto``), passed on as ``auto``."""
+
+    @functools.wraps(f)
+    def with_auto(*args, autoresolve, offset, imports, replay, fix, **kw):
+        from ..port.auto import Auto
+
+        return f(*args, auto=Auto.from_flags(autoresolve, offset, imports, replay, fix), **kw)
+
+    for flag, name, text in reversed(_AUTO_FLAGS):
+        with_auto = click.option(flag, name, is_flag=True, flag_value=False, default=True, help=text)(
+            with_auto
+        )
+    return with_auto
 
 
 class VerbGroup(click.Group):
@@ -70,13 +100,16 @@ def port():
     """
 
 
-def _session(ctx: Context, to_name: str, tree: str | None):
+def _session(ctx: Context, to_name: str, tree: str | None, auto=None):
     from ..port.session import PortSession
 
     to_base = ctx.base(to_name, hint="make port VERB=status TO={}")
-    return PortSession(
+    session = PortSession(
         ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress, ctx.bases_file
     )
+    if auto is not None:
+        session.auto = auto
+    return session
 
 
 def _pin_hint(to_name: str) -> str:
@@ -128,12 +161,13 @@ def port_report(ctx: Context, base_name, to_name, as_json):
 @force_option
 @json_option
 @prove_option
+@auto_options
 @pass_ctx
-def port_start(ctx: Context, base_name, to_name, tree, force, prove, as_json):
+def port_start(ctx: Context, base_name, to_name, tree, force, prove, as_json, auto):
     """Start the port in the port tree; stop (exit 12) at the first patch needing you, else finish."""
     to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "start")
-    emit(_proving(ctx, _session(ctx, to_name, tree), prove).start(from_base, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree, auto), prove).start(from_base, force))
 
 
 @port.command("continue")
@@ -148,10 +182,11 @@ def port_start(ctx: Context, base_name, to_name, tree, force, prove, as_json):
 @force_option
 @json_option
 @prove_option
+@auto_options
 @pass_ctx
-def port_continue(ctx: Context, to_name, tree, verdict, reason, force, prove, as_json):
+def port_continue(ctx: Context, to_name, tree, verdict, reason, force, prove, as_json, auto):
     """Commit the staged resolution of the stopped patch and go on (after a crash: go on from there)."""
-    emit(_proving(ctx, _session(ctx, to_name, tree), prove).continue_(verdict, reason, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree, auto), prove).continue_(verdict, reason, force))
 
 
 @port.command("skip")
@@ -162,10 +197,11 @@ def port_continue(ctx: Context, to_name, tree, verdict, reason, force, prove, as
 @force_option
 @json_option
 @prove_option
+@auto_options
 @pass_ctx
-def port_skip(ctx: Context, to_name, tree, reason, verdict, force, prove, as_json):
+def port_skip(ctx: Context, to_name, tree, reason, verdict, force, prove, as_json, auto):
     """Leave the stopped patch out of the new queue (what the tree held of it is kept in a ref)."""
-    emit(_proving(ctx, _session(ctx, to_name, tree), prove).skip(reason, verdict, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree, auto), prove).skip(reason, verdict, force))
 
 
 @port.command("abort")

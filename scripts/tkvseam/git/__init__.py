@@ -2,7 +2,8 @@
 the project layout.
 
 ``core``: the primitives and typed values; ``repo``: repositories, revisions, content and
-diffs; ``index``: the work tree, the index and the plumbing.
+diffs; ``index``: the work tree, the index and the plumbing; ``merge``: conflicts (a file's
+three sides merged again, recorded resolutions).
 
 ``run``/``out`` are this module's primitives; no other module of the tool calls them
 (``tests/tooling/plumbing/test_git_gateway.py`` checks). Each unusual flag carries its reason.
@@ -110,8 +111,12 @@ from .index import (
     snapshot_index,
     snapshot_files,
 )
+from .merge import MARKER_SIZE, merge_diff3, rerere
 
 __all__ = [
+    "MARKER_SIZE",
+    "merge_diff3",
+    "rerere",
     "files_at",
     "remote_url",
     "PRIVATE_INDEX",

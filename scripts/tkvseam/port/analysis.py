@@ -263,7 +263,7 @@ def draft_verdict(r: PatchReport, reason: str) -> None:
     if r.status == PatchStatus.EXACT:
         r.verdict, r.reason = "still needed", f"applies exactly; {reason}"
     elif r.status == PatchStatus.THREE_WAY:
-        r.verdict, r.reason = "still needed", f"3-way merge onto the new base; {reason}"
+        r.verdict, r.reason = "still needed", f"{merged_how(r)}; {reason}"
     elif r.status == PatchStatus.OBSOLETE:
         r.verdict, r.reason = "obsolete?", "upstream has it: " + "; ".join(r.obsolete)
     elif r.status == PatchStatus.BLOCKED:
@@ -279,6 +279,21 @@ def draft_verdict(r: PatchReport, reason: str) -> None:
         r.reason = "conflicts in " + ", ".join(
             r.conflicts or [f.path for f in r.files if f.status != "exact"]
         )
+
+
+def merged_how(r: PatchReport) -> str:
+    """How a patch that did not apply exactly went in: a 3-way merge, or the port's own steps."""
+    kinds = {f.status for f in r.files}
+    steps = [
+        text
+        for status, text in (
+            (FileStatus.OFFSET, "placed with every hunk's full context where the 3-way merge conflicted"),
+            (FileStatus.IMPORTS, "only imports conflicted: merged, sorted by the base's ruff"),
+            (FileStatus.REPLAYED, "a resolution recorded before replayed"),
+        )
+        if status in kinds
+    ]
+    return "; ".join(steps) or "3-way merge onto the new base"
 
 
 def first_sentence(text: str, limit: int = 120) -> str:

@@ -1,56 +1,70 @@
 """An honest end: a ported queue is "carried" only with no lint or style problem, every run again.
 
-``queue_problems`` lints the base's queue and runs its style gate in a tree that holds the
-queue exactly as it is now (its patch files' digests recorded there by the port's finish or a
-``refresh``, and HEAD where that left it): the port tree, else the base's build tree. When
-neither holds it (the queue was edited since, and not applied), the style gate cannot run:
-that is a problem too, with the command that makes a tree of it. ``carry`` runs it on each
-re-run of a ported base, so a problem is said again until it is fixed.
+``queue_problems`` checks the queue as it is written in ``patches/<base>/``, as ``make test``
+would take it, not the files of any tree: it lints the patch files, applies them strictly
+(``tree.commits.commit_series``: every hunk at the line it names) onto the pristine base in a
+scratch clone of the cache's base repository (objects only, no work tree), and runs the base's
+style gate (its ruff pin, the configuration the queue leaves: ``pyproject.toml``) on every
+``.py`` file the queue leaves, as the last patch's commit holds it. An uncommitted fix in the
+port tree, or one not yet refreshed into the queue, does not count. ``carry`` runs it on each
+re-run of a ported base and at the end of the port, so a problem is said again until it is fixed.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
-from .. import git, hints, layout
+from .. import git, layout
 from ..bases.pins import Base
-from ..edit.stylecheck import stylecheck
-from ..errors import SeamError
+from ..bases.repo import base_repo
+from ..edit.stylecheck import file_problems, gate_ruff
+from ..errors import ApplyError, SeamError
+from ..progress import QUIET, Progress
 from ..queue.lint import lint
 from ..queue.series import read_series
-from ..tree.seamtree import SeamTree
+from ..tree.commits import commit_series
+
+CONFIG = ("pyproject.toml", "ruff.toml", ".ruff.toml")  # what ruff reads its configuration from
 
 
-def lint_and_style(root: Path, tree: Path, base: Base, cache: Path) -> list[str]:
-    """``lint:`` and ``ruff …:`` problems of ``base``'s queue, the style gate run in ``tree``; one a line."""
+def queue_problems(root: Path, base: Base, cache: Path, progress: Progress = QUIET) -> list[str]:
+    """``lint:``, ``apply:`` and ``ruff …:`` problems of ``base``'s queue as written; one a line."""
     problems = [f"lint: {prob}" for prob in lint(root, base.queue)]
     try:
-        problems += stylecheck(root, tree, base, cache)
+        patches = read_series(root, base.queue, base.name).load()
     except SeamError as e:
-        problems.append(f"stylecheck: {e.message}" + (f" (next: {e.hint})" if e.hint else ""))
-    return problems
-
-
-def holds_queue(root: Path, tree: Path, base: Base) -> bool:
-    """``tree`` is a tree tkv-seam made of ``base`` whose commits are the queue as it is now."""
-    state = SeamTree(tree, root).load() if tree.is_dir() else None
-    if state is None or state.base != base.name or not state.inputs:
-        return False
-    if git.head(tree) != state.head:
-        return False
-    return state.inputs == read_series(root, base.queue, base.name).file_digests()
-
-
-def queue_problems(root: Path, base: Base, cache: Path) -> tuple[list[str], Path | None]:
-    """(the queue's problems, the tree its style gate ran in: None when no tree holds the queue)."""
-    for tree in (layout.port_tree(root, base.name), layout.build_tree(root, base.name)):
-        if holds_queue(root, tree, base):
-            return lint_and_style(root, tree, base, cache), tree
-    problems = [f"lint: {prob}" for prob in lint(root, base.queue)]
-    files = any(p.files for p in read_series(root, base.queue, base.name).load())
-    if files:
-        problems.append(
-            f"stylecheck: not run: no tree holds {base.name}'s queue as it is now (edited since it was "
-            f"written); `{hints.make('lint-patches', BASE=base.name)}` applies it and runs the gate"
+        return problems + [f"apply: {e.message}"]
+    files = sorted({fc.path for p in patches for fc in p.files if fc.new and fc.path.endswith(".py")})
+    if not files:
+        return problems
+    try:
+        exe = gate_ruff(base, cache)
+        repo, _ = base_repo(base, cache, progress=progress)
+    except SeamError as e:
+        return problems + [f"stylecheck: {e.message}" + (f" (next: {e.hint})" if e.hint else "")]
+    layout.build(root).mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".written-{base.name}-", dir=layout.build(root)))
+    try:
+        clone = scratch / "repo"
+        git.clone_local(repo.path, clone)
+        try:
+            applied = commit_series(clone, repo.commit, patches, progress, origin=str(repo.path))
+        except ApplyError as e:
+            return problems + [f"apply: {e.message} (the queue does not apply strictly to {base.name})"]
+        tip = applied[-1].commit if applied else repo.commit
+        config = scratch / "config"
+        config.mkdir()
+        for name in CONFIG:
+            data = git.show(clone, tip, name)
+            if data is not None:
+                (config / name).write_bytes(data)
+        progress.step(
+            f"style gate of {base.queue.patches}/ as written: {len(files)} file(s), ruff {base.seam.ruff}"
         )
-    return problems, None
+        for entry in git.ls_tree(clone, tip, files):
+            problems += file_problems(exe, config, entry.path, git.read_blob(clone, entry.id))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return problems

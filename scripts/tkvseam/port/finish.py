@@ -35,7 +35,7 @@ from ..edit.refresh import (
 from ..fsutil import atomic_write
 from ..queue.series import Queue
 from ..tree.state import DoneStatus, PortProgress, TreeState
-from .ending import lint_and_style
+from .ending import queue_problems
 from .gate import by_themselves_lines, patches_by_themselves
 from .render import WHY, port_md, status_json
 
@@ -155,7 +155,7 @@ def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finishe
     p.finished, p.finishing = True, None
     p.queue_digest = queue_digest(session.root, queue)
     session.save(state)
-    problems = lint_and_style(session.root, session.path, session.to_base, session.cache)
+    problems = queue_problems(session.root, session.to_base, session.cache, session.progress)
     by_themselves = patches_by_themselves(session.path, state)
     return Finished(session.path, queue, state, exported, problems, backup, by_themselves)
 

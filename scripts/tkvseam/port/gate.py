@@ -9,8 +9,15 @@ the port there (``PatchBreaks``, exit 12, stop kind ``breaks``): the patch stays
 staged, not committed, and each problem is named ``file:line rule message``. ``continue``
 runs the gate again on what the user staged; ``skip`` leaves the patch out as at any stop.
 
-How each patch went in is recorded in the port tree (``.git/tkv-seam-port-gate.json``):
-``patches_by_themselves`` lists, at the end, those no human looked at (to be re-read).
+Before the gate fails a patch, the base's own fixers run on the files it touches
+(``fixers.run_fixers``: ``ruff check --fix``, safe fixes only, and ``ruff format``); what they
+changed is recorded and said, and what remains stops the port as before.
+
+How each patch went in is recorded in the port tree (``.git/tkv-seam-port-gate.json``): how,
+gate, proven, what the port did by itself on it (``did``) and the blob of each ``.py`` file it
+gated (``files``). ``patches_by_themselves`` lists, at the end, those no human looked at and
+those the port changed by itself (to be re-read). ``regate`` gates again, at its own prefix,
+a committed patch whose files changed after it was gated (an amend, a rebase, a fixup).
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from typing import Protocol
 from .. import git, hints
 from ..bases.pins import Base
 from ..edit.stylecheck import file_problems, gate_ruff
+from .auto import Auto, Did, did_lines
+from .fixers import run_fixers
 from ..errors import PortStopped, SeamError
 from ..fsutil import atomic_write
 from ..progress import Progress
@@ -29,8 +38,8 @@ from ..queue.patch import Patch, PlacementKind
 from ..tree.seamtree import SeamTree
 from ..tree.state import DoneStatus, TreeState
 from .journal import PORT_MSG
-from .model import PatchReport, PatchStatus
-from .render import WHY, port_command
+from .model import FileStatus, PatchReport, PatchStatus
+from .render import WHY, git_c, port_command
 
 GATE_FILE = "tkv-seam-port-gate.json"  # in the port tree's .git: how each patch went in, what was checked
 BREAKS = str(PatchStatus.BREAKS)  # the stop kind of a patch that went in but fails the gate
@@ -44,6 +53,11 @@ class PatchBreaks(PortStopped):
         super().__init__(message, hint=hint)
         self.patch = patch
         self.problems = problems
+
+
+class ChangedBreaks(PatchBreaks):
+    """A committed patch changed after it passed the gate fails it now (``regate``): fixed by amending
+    its commit, not by staging (its hint says how)."""
 
 
 class Gated(Protocol):
@@ -62,9 +76,18 @@ class Gated(Protocol):
 
 
 def how_applied(r: PatchReport | None) -> str:
-    """How a patch went in: exact, offset (a hunk moved or needed fuzz), 3-way; resolved (a human)."""
+    """How a patch went in: exact, offset (a hunk moved or needed fuzz), 3-way, its conflicts
+    resolved by the port (imports merged, a recorded resolution replayed); resolved (a human)."""
     if r is None:
         return str(DoneStatus.RESOLVED)
+    kinds = {f.status for f in r.files}
+    for status, how in (
+        (FileStatus.REPLAYED, "replayed"),
+        (FileStatus.IMPORTS, "imports merged"),
+        (FileStatus.OFFSET, "offset"),
+    ):
+        if status in kinds:
+            return how
     if r.own == PatchStatus.EXACT and any(h.kind != PlacementKind.EXACT for h in r.hunks):
         return "offset"
     return str(r.own)
@@ -77,54 +100,86 @@ def _py_paths(tree: Path, patch: Patch) -> list[str]:
 
 
 def _ruff_line(line: str) -> str:
-    """``ruff check: f.py:3:5: F821 msg`` / ``ruff format: f.py:3: would reformat: x`` as ``f.py:3 RULE msg``."""
+    """``ruff check: f.py:3:5: F821 msg`` / ``ruff format: f.py:3: would rewrite …`` as ``f.py:3 RULE msg``."""
     kind, _, rest = line.partition(": ")
     parts = rest.split(":", 3)
     if kind == "ruff check" and len(parts) == 4 and parts[1].isdigit():
         return f"{parts[0]}:{parts[1]} {parts[3].strip()}"
     if kind == "ruff format" and len(parts) >= 3 and parts[1].isdigit():
-        return f"{parts[0]}:{parts[1]} format {':'.join(parts[2:]).strip()}"
+        return f"{parts[0]}:{parts[1]} format: ruff format {':'.join(parts[2:]).strip()}"
     return rest or line
+
+
+def _ruff(session: Gated) -> str | None:
+    """The base's ruff, or None (no pin: said once a run, the gate only byte-compiles)."""
+    try:
+        return gate_ruff(session.to_base, session.cache)
+    except SeamError as e:
+        if str(session.path) not in _WARNED:
+            _WARNED.add(str(session.path))
+            session.progress.warn(f"gate: {e.message}: only byte-compiling each patch (next: {e.hint})")
+        return None
+
+
+def blob_problems(session: Gated, ruff: str | None, path: str, data: bytes) -> list[str]:
+    """The gate on one file's content: ``file:line rule message`` per problem."""
+    try:
+        compile(data, path, "exec")
+    except SyntaxError as e:
+        return [f"{path}:{e.lineno} syntax {e.msg}"]
+    return [_ruff_line(line) for line in file_problems(ruff, session.path, path, data)] if ruff else []
 
 
 def staged_problems(session: Gated, patch: Patch) -> list[str]:
     """The gate on what is staged in the port tree: ``file:line rule message`` per problem."""
     tree = session.path
     paths = _py_paths(tree, patch)
-    problems, ruff = [], None
-    try:
-        ruff = gate_ruff(session.to_base, session.cache) if paths else None
-    except SeamError as e:
-        if str(tree) not in _WARNED:
-            _WARNED.add(str(tree))
-            session.progress.warn(f"gate: {e.message}: only byte-compiling each patch (next: {e.hint})")
+    ruff = _ruff(session) if paths else None
+    problems = []
     for path in paths:
         data = git.show(tree, "", path)  # ":path": the index
-        if data is None:
-            continue  # deleted by the patch
-        try:
-            compile(data, path, "exec")
-        except SyntaxError as e:
-            problems.append(f"{path}:{e.lineno} syntax {e.msg}")
-            continue
-        if ruff:
-            problems += [_ruff_line(line) for line in file_problems(ruff, tree, path, data)]
+        if data is not None:  # None: deleted by the patch
+            problems += blob_problems(session, ruff, path, data)
     return problems
+
+
+def _fix(session: Gated, patch: Patch) -> list[Did]:
+    """The base's own fixers on the patch's staged .py files (nothing without a ruff pin)."""
+    ruff = _ruff(session)
+    if ruff is None:
+        return []
+    did = run_fixers(ruff, session.path, _py_paths(session.path, patch))
+    for d in did:
+        session.progress.step(f"{patch.name}: {d.line()}")
+    return did
+
+
+def _gated_files(tree: Path, patch: Patch) -> dict[str, str]:
+    """The blob of each .py file the gate checked, as staged (what ``regate`` compares with)."""
+    return {path: blob for path in _py_paths(tree, patch) if (blob := git.blob_id(tree, "", path))}
 
 
 def check_patch(
     session: Gated, state: TreeState, patch: Patch, r: PatchReport | None, message: str | None = None
 ) -> None:
-    """Gate ``patch`` as staged in the port tree, and prove it when the session proves
-    (``session.prove``, a ``prove.Prover``); record how it went in, or stop there (PatchBreaks).
+    """Gate ``patch`` as staged in the port tree (the base's fixers first, when it fails), and
+    prove it when the session proves (``session.prove``, a ``prove.Prover``); record how it went
+    in and what the port did by itself, or stop there (PatchBreaks).
 
     ``r``: its report when it went in by itself (None: a resolution being continued);
     ``message``: the commit message the user gave (kept for the next ``continue``).
     """
     how = how_applied(r)
-    n = state.port.next + 1
-    session.progress.step(f"gate [{n}/{len(state.port.series)}] {patch.name} ({how}): compile + style")
+    p = state.port
+    n = p.next + 1
+    session.progress.step(f"gate [{n}/{len(p.series)}] {patch.name} ({how}): compile + style")
+    did = _did(r.did if r is not None else p.stopped.did if p.stopped is not None else [])
     problems = staged_problems(session, patch)
+    if problems and getattr(session, "auto", Auto()).fix:
+        fixed = _fix(session, patch)
+        if fixed:
+            did += fixed
+            problems = staged_problems(session, patch)
     proven: bool | str = False
     prover = getattr(session, "prove", None)
     if not problems and prover is not None:
@@ -135,12 +190,14 @@ def check_patch(
             problems = [f"test {f}" for f in failing]
         elif failing is not None:
             proven = True
+        elif prover.off.startswith("environment"):
+            proven = "not proven (environment)"  # its tests fail on stock too: said once, as its own stop
         elif not (patch.header.tests or patch.header.guards or message):
             proven = "no tests"
+    entry = {"how": how, "gate": "ok", "proven": proven, "did": [d.to_json() for d in did]}
     if not problems:
-        _record(session, patch.name, {"how": how, "gate": "ok", "proven": proven})
+        _record(session, patch.name, {**entry, "files": _gated_files(session.path, patch)})
         return
-    p = state.port
     p.current = patch.name
     p.stopped = PatchReport(
         patch.name,
@@ -150,32 +207,42 @@ def check_patch(
         own=r.own if r is not None else p.stopped.own if p.stopped is not None else PatchStatus.EXACT,
         note=f"went in {how}; fails on {session.to_base.name}",
         problems=problems,
+        did=entry["did"],
     )
     msg = session.seam.git_dir / PORT_MSG
     if message is not None or not msg.exists():
         atomic_write(msg, message if message is not None else patch.header.message)
     session.save(state)
-    _record(session, patch.name, {"how": how, "gate": BREAKS, "proven": False})
-    raise PatchBreaks(
-        breaks_message(session.to_base.name, patch.name, how, problems),
-        breaks_hint(session, msg),
-        patch.name,
-        problems,
-    )
-
-
-def breaks_message(to_name: str, name: str, how: str, problems: list[str]) -> str:
-    tests = all(p.startswith("test ") for p in problems)
-    if how == DoneStatus.RESOLVED:
-        what = "the staged resolution " + (
-            "passes the gate, but its own tests fail" if tests else "fails the gate"
+    _record(session, patch.name, {**entry, "gate": BREAKS, "proven": False})
+    message_text = breaks_message(session.to_base.name, patch.name, how, problems, did)
+    if prover is not None and prover.environment:  # said here, with the stop it came with
+        message_text += (
+            f"\n  not this patch's (the environment: they fail on stock too): {prover.environment}"
         )
-    else:
-        what = f"it went in {how}, but " + ("its own tests fail" if tests else "fails the gate")
+        prover.environment = ""
+    raise PatchBreaks(message_text, breaks_hint(session, msg), patch.name, problems)
+
+
+def _did(rows: list) -> list[Did]:
+    return [d for d in (Did.from_json(x) for x in rows) if d is not None]
+
+
+def breaks_message(
+    to_name: str, name: str, how: str, problems: list[str], did: list[Did] | None = None, what: str = ""
+) -> str:
+    if not what:
+        tests = all(p.startswith("test ") for p in problems)
+        if how == DoneStatus.RESOLVED:
+            what = "the staged resolution " + (
+                "passes the gate, but its own tests fail" if tests else "fails the gate"
+            )
+        else:
+            what = f"it went in {how}, but " + ("its own tests fail" if tests else "fails the gate")
     return "\n".join(
         [
             f"port to {to_name} stopped at {name}: {BREAKS} ({what} on {to_name}: {len(problems)} problem(s))",
             *(f"  {p}" for p in problems),
+            *did_lines(did or []),
         ]
     )
 
@@ -223,33 +290,102 @@ def mark_proven(tree: Path, name: str, proven: bool | str) -> None:
     atomic_write(_path(tree), json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
-def patches_by_themselves(tree: Path, state: TreeState) -> list[dict]:
-    """The patches that went in without a human (exact, offset, 3-way): the ones to re-read.
+def regate(session: Gated, state: TreeState) -> None:
+    """Gate again, at its own prefix, each committed patch whose ``.py`` files changed after it
+    was gated (an amend, a rebase, a fixup in the port tree); stop (PatchBreaks) at the first
+    that fails, naming it. A patch gated by a tkv-seam that kept no ``files`` is taken as it is."""
+    record = read_record(session.path)
+    ruff = None
+    for i, d in enumerate(state.port.done):
+        entry = record.get(d.name, {})
+        gated = entry.get("files")
+        if not d.commit or not isinstance(gated, dict):
+            continue
+        paths = sorted(
+            set(gated)
+            | {
+                p
+                for p in git.changed_paths(session.path, f"{d.commit}^", d.commit, only="d")
+                if p.endswith(".py")
+            }
+        )
+        now = {e.path: e.id for e in git.ls_tree(session.path, d.commit, paths)}
+        if now == gated:
+            continue
+        ruff = ruff or _ruff(session)
+        session.progress.step(f"gate again: {d.name} changed after it was gated ({d.commit[:12]})")
+        problems = [
+            line
+            for path, blob in sorted(now.items())
+            for line in blob_problems(session, ruff, path, git.read_blob(session.path, blob))
+        ]
+        record[d.name] = {
+            **entry,
+            "files": now,
+            "gate": BREAKS if problems else "ok",
+            "proven": False if problems else entry.get("proven", False),
+        }
+        atomic_write(_path(session.path), json.dumps(record, indent=1, sort_keys=True) + "\n")
+        if problems:
+            raise ChangedBreaks(
+                breaks_message(
+                    session.to_base.name,
+                    d.name,
+                    entry.get("how", ""),
+                    problems,
+                    what=f"its commit {d.commit[:12]} was changed after it passed the gate, and fails it",
+                ),
+                _amend_hint(session, d.slug),
+                d.name,
+                problems,
+            )
 
-    Each: name, how, gate ("ok", or "not run" for a port a tkv-seam without the gate made), proven.
+
+def _amend_hint(session: Gated, slug: str) -> str:
+    """Fix a committed patch of the port tree: amend its commit, rebase the later ones, continue."""
+    tree = session.path
+    again = port_command("status", session.to_base.name, tree, session.default_tree)
+    return (
+        f"fix the file(s) in {tree}, then `{git_c(tree, 'commit', '-a', f'--fixup=:/^{slug}:')}` and "
+        f"`GIT_SEQUENCE_EDITOR=: {git_c(tree, 'rebase', '-i', '--autosquash', 'tkv-seam-base')}`, then run the "
+        f"same command again (it gates that commit again); `{again}` shows where the port stands"
+    )
+
+
+def patches_by_themselves(tree: Path, state: TreeState) -> list[dict]:
+    """The patches to re-read: those that went in without a human (exact, offset, 3-way, imports
+    merged, replayed), and those the port changed by itself (its fixers on a resolution).
+
+    Each: name, how, gate ("ok", or "not run" for a port a tkv-seam without the gate made),
+    proven; and ``did``, what the port did by itself on it, when it did anything.
     """
     record = read_record(tree)
     out = []
     for d in state.port.done:
-        if d.status not in (DoneStatus.EXACT, DoneStatus.THREE_WAY):
-            continue
         entry = record.get(d.name, {})
-        out.append(
-            {
-                "name": d.name,
-                "how": entry.get("how") or str(d.status),
-                "gate": entry.get("gate", "not run"),
-                "proven": entry.get("proven", False),
-            }
-        )
+        did = [x.line() for x in _did(entry.get("did") or [])]
+        if d.status not in (DoneStatus.EXACT, DoneStatus.THREE_WAY) and not did:
+            continue
+        if d.status == DoneStatus.SKIPPED:
+            continue
+        row = {
+            "name": d.name,
+            "how": entry.get("how") or str(d.status),
+            "gate": entry.get("gate", "not run"),
+            "proven": entry.get("proven", False),
+        }
+        out.append({**row, "did": did} if did else row)
     return out
 
 
 def by_themselves_lines(rows: list[dict]) -> list[str]:
     if not rows:
         return ["no patch went in by itself: a human resolved or skipped each"]
-    out = [f"{len(rows)} patch(es) went in by themselves; re-read them:"]
+    out = [f"{len(rows)} patch(es) went in by themselves or were changed by the port; re-read them:"]
+    if not any(row.get("did") for row in rows):
+        out[0] = f"{len(rows)} patch(es) went in by themselves; re-read them:"
     for row in rows:
         proven = {True: "proven", False: "not proven"}.get(row["proven"], str(row["proven"]))
         out.append(f"  {row['name']}  ({row['how']}; gate {row['gate']}; {proven})")
+        out += [f"      {line}" for line in row.get("did", [])]
     return out

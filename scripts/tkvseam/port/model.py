@@ -44,9 +44,22 @@ class FileStatus(StrEnum):
     MISSING = "missing"  # the new base has no such file
     MOVED = "moved"  # applied where its content went
     REFUSED = "refused"  # goes through a symlink of the new base
+    # what the port did by itself where the 3-way merge conflicted (port/auto.py)
+    OFFSET = "offset"  # every hunk placed with its full context, as quilt does
+    IMPORTS = "imports merged"  # only imports conflicted: merged and sorted by the base's ruff
+    REPLAYED = "replayed"  # a resolution recorded before put back (git rerere)
 
 
-FILE_APPLIED = (FileStatus.EXACT, FileStatus.THREE_WAY, FileStatus.MOVED)
+FILE_APPLIED = (
+    FileStatus.EXACT,
+    FileStatus.THREE_WAY,
+    FileStatus.MOVED,
+    FileStatus.OFFSET,
+    FileStatus.IMPORTS,
+    FileStatus.REPLAYED,
+)
+# applied where the patch's file is (not moved): what a later patch's test file can build on
+MERGED = (FileStatus.EXACT, FileStatus.THREE_WAY, FileStatus.OFFSET, FileStatus.IMPORTS, FileStatus.REPLAYED)
 
 
 class EvidenceKind(StrEnum):
@@ -156,6 +169,7 @@ class PatchReport:
     reason: str = ""
     remove_when: str = ""  # the header's removal condition (Remove-when), if any
     problems: list[str] = field(default_factory=list)  # a breaks stop's: file:line rule message, test ids
+    did: list[dict] = field(default_factory=list)  # what the port did by itself (auto.Did.to_json)
 
     @property
     def applied(self) -> bool:

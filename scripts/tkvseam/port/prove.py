@@ -6,7 +6,9 @@ commit on HEAD (no ref moves) and the patch's nodes run against it, as ``bisect`
 (``seamtest.runner``: the overlay of that commit installed into the venv, pytest in that
 commit's ``tests/``). Every node must pass; the ones that do not are the stop's problems.
 A venv that cannot be used is said once and proving is off for the rest of the run (the gate
-goes on alone).
+goes on alone). Before failing nodes blame the patch, ``environment.judge`` decides whether they
+fail on the pristine base too (the environment's, said once as its own stop kind, never the
+patch's).
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ from ..seamtest.hfcache import build as hf_home
 from ..seamtest.outcomes import PASSED, fold
 from ..seamtest.runner import VLLM_TESTS_PLUGINS, Job, Root, Runner
 from ..tree.state import TreeState
+from . import environment
 
 
 @dataclass
 class Prover:
-    """Prove each patch with ``python`` (the new base's test venv); ``off``: why proving stopped."""
+    """Prove each patch with ``python`` (the new base's test venv); ``off``: why proving stopped;
+    ``environment``: an environment failure found and not yet said (``environment.EnvironmentStop``)."""
 
     python: Path
     off: str = ""
+    environment: str = ""
+    checked_record: bool = False
 
 
 @dataclass
@@ -55,6 +61,15 @@ def prove_patch(
     ``Tests:``/``Guard:`` lines are the resolution's, not the old patch's)."""
     h = message_header(patch, message) if message else patch.header
     nodes = list(dict.fromkeys(h.tests + h.guards))
+    if not prover.checked_record:  # an environment failure an earlier run found: said, not proven
+        prover.checked_record = True
+        found = environment.recorded(session.path, prover.python)
+        if found:
+            prover.off = f"environment: {found['error']} (found at {found.get('patch', '?')})"
+            session.progress.warn(
+                f"not proving the port's patches with {prover.python.parent.parent} (the gate goes on alone): "
+                f"{prover.off}; rebuild it (`make venv-vllm BASE={session.to_base.name}`) to prove again"
+            )
     if prover.off or not nodes:
         return None
     p = state.port
@@ -99,10 +114,32 @@ def prove_patch(
             + (f" (next: {e.hint})" if e.hint else "")
         )
         return None
-    failing = [f"{node}: {outcome}" for node in nodes if (outcome := fold(result.rows, node)) != PASSED]
+    bad = {node: outcome for node in nodes if (outcome := fold(result.rows, node)) != PASSED}
     seconds = time.monotonic() - started
     session.progress.step(
-        f"prove [{k}/{len(p.series)}] {patch.name}: {len(nodes) - len(failing)} of {len(nodes)} passed "
+        f"prove [{k}/{len(p.series)}] {patch.name}: {len(nodes) - len(bad)} of {len(nodes)} passed "
         f"({seconds:.0f} s; log {result.log})"
     )
-    return [f"{f} (log {result.log})" for f in failing]
+    if not bad:
+        return []
+    session.progress.step(
+        f"prove [{k}/{len(p.series)}] {patch.name}: do they fail on stock {state.base} too?"
+    )
+    verdict = environment.judge(
+        runner, state.base_commit, snapshot, f"prove-{k:02d}-stock", list(bad), h.guards, result.rows
+    )
+    if verdict.environment:
+        prover.environment = verdict.error
+        prover.off = f"environment: {verdict.error}"
+        environment.record(tree, prover.python, patch.name, verdict.error)
+    failing = []
+    for node, outcome in bad.items():
+        if node in verdict.environment:
+            continue
+        same = (
+            f"; stock fails it the same way: {verdict.same_on_stock[node]}"
+            if node in verdict.same_on_stock
+            else ""
+        )
+        failing.append(f"{node}: {outcome} (log {result.log}{same})")
+    return failing or None

@@ -21,7 +21,8 @@ from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
 from ..queue.series import read_series
 from .tree import try_patch
-from .model import FileStatus, PatchReport
+from .model import MERGED, PatchReport
+from .imports import Isort
 from .tree import PortTree
 
 
@@ -80,6 +81,7 @@ def report(
         with seam.scratch() as tmp:
             progress.step(f"report tree: {to_base.name} + objects of {from_base.name}")
             tree = PortTree.build(tmp / "tree", old, new)
+            tree.isort = Isort(to_base, cache, tree.path, progress)  # import conflicts merged, as a port does
             moves = tree.moves(patches)
             reports: list[PatchReport] = []
             by_slug: dict[str, PatchReport] = {}
@@ -88,7 +90,7 @@ def report(
                 progress.step(f"report [{k}/{len(patches)}] {patch.name}")
                 r = try_patch(tree, patch, moves, by_slug, failed_tests)
                 for f in r.files:
-                    if f.test and f.status not in (FileStatus.EXACT, FileStatus.THREE_WAY):
+                    if f.test and f.status not in MERGED:
                         failed_tests.setdefault(f.path, []).append(patch.header.slug)
                 if r.conflicts:
                     tree.resolve_ours(r.conflicts)

@@ -29,6 +29,7 @@ from ..answer import Answer
 from ..bases.pins import Base, default_cache_dir, load_bases
 from ..bases.repo import base_repo
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
+from ..fsutil import atomic_write
 from ..edit.refresh import queue_digest
 from ..queue.message import SKIP_VERDICTS, VERDICTS, message_problem, set_trailer, verdict_problem
 from ..queue.patch import Patch
@@ -36,11 +37,15 @@ from ..progress import QUIET, Progress
 from ..tree.kept import kept_root
 from ..queue.series import read_series
 from ..tree.state import DoneStatus, Kind, PortProgress, TreeState
+from .auto import Auto, Did, did_lines
 from .finish import Finished, finish_queue
-from .gate import check_patch
+from .gate import check_patch, read_record, regate
+from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop
+from .imports import Isort
 from .journal import PORT_MSG, PortJournal
-from .model import APPLIED, PatchReport, PatchStatus
+from .model import APPLIED, FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, stop_hint, stop_message
+from .replay import Resolutions
 from .report import refuse_direction
 from .tree import PortTree, try_patch
 
@@ -97,6 +102,8 @@ class PortSession:
         self.cache = cache or default_cache_dir()
         self.progress = progress
         self.prove = None  # a prove.Prover: each patch's own tests run at its prefix (gate.check_patch)
+        self.auto = Auto()  # what the port does by itself before it stops (auto.py)
+        self.resolutions = Resolutions(root, to_base.name)
         self.seam = self.journal.seam
         self.tree = PortTree(self.path)
 
@@ -190,6 +197,7 @@ class PortSession:
                     self.journal.keep_leftovers(f"retrying {Path(p.series[p.next]).name}")
                     self._advance(state)
                 return self._finish(state, force)
+            regate(self, state)  # an earlier commit amended since it was gated is gated again first
             self._check_resolution(p.current)
             patch = self.journal.patch(p, p.next)
             msg = self.journal.message_file
@@ -200,9 +208,13 @@ class PortSession:
                 message = set_trailer(message, "Reason", reason)
             self._check_message(patch, message, msg)
             check_patch(self, state, patch, None, message)  # a resolution that breaks the base stops again
+            if self.auto.replay:  # the same conflict on another port gets this resolution back
+                for line in self.resolutions.record(self.path, patch.name, message):
+                    self.progress.step(f"{patch.name}: {line} (git rerere)")
             self.journal.begin(state, patch, DoneStatus.RESOLVED)
             commit = git.commit_index(self.path, message, git.Person.parse(patch.header.author))
             self.journal.record(state, patch, DoneStatus.RESOLVED, commit, message)
+            self._say_environment(patch)
             self._advance(state)
             return self._finish(state, force)
 
@@ -227,6 +239,7 @@ class PortSession:
                     f"the port to {self.to_base.name} is not stopped at a patch", hint=self.command("status")
                 )
             patch = self.journal.patch(p, p.next)
+            self.resolutions.forget_progress(self.path)
             self.journal.keep_leftovers(f"skipping {patch.name}")
             self.journal.skip(state, patch, verdict, reason)
             self._advance(state)
@@ -294,7 +307,10 @@ class PortSession:
 
     def finish(self, force: bool = False) -> Finished:
         with self.seam.locked(self.progress):
-            return self._finish(self.journal.load(), force)
+            state = self.journal.load()
+            if not state.port.finished:
+                regate(self, state)
+            return self._finish(state, force)
 
     # -- checks -------------------------------------------------------------------
 
@@ -345,29 +361,79 @@ class PortSession:
     def _advance(self, state: TreeState) -> None:
         """Apply patches from ``next`` on; stop (PortStopped) at the first that needs a human."""
         p = state.port
+        self.tree.auto = self.auto
+        self.tree.isort = Isort(self.to_base, self.cache, self.path, self.progress)
+        self.tree.resolutions = self.resolutions
         moves = self.tree.moves([self.journal.patch(p, k) for k in range(len(p.series))])
         by_slug = {
             d.slug: PatchReport(d.name, d.slug, status=PatchStatus.EXACT if d.commit else PatchStatus.SKIPPED)
             for d in p.done
         }
-        while p.next < len(p.series):
-            patch = self.journal.patch(p, p.next)
-            self.progress.step(f"port [{p.next + 1}/{len(p.series)}] {patch.name}")
-            r = try_patch(self.tree, patch, moves, by_slug, {})
-            if r.own in APPLIED and r.status != PatchStatus.OBSOLETE:
-                # a patch blocked by a skipped dependency that still applies goes in; noted
-                status = DoneStatus(str(r.own))
-                check_patch(self, state, patch, r)  # stops (breaks) when it fails the gate on the new base
-                self.journal.begin(state, patch, status, r.note)
-                commit = git.commit(self.path, patch.header.message, patch.header.author)
-                self.journal.record(state, patch, status, commit, note=r.note)
-                by_slug[patch.header.slug] = r
-                continue
-            self.journal.stop(state, patch, r)
-            raise PortStopped(
-                stop_message(self.to_base.name, r),
-                hint=stop_hint(self.to_base.name, self.path, self.journal.message_file, self.default_tree),
-            )
+        earlier: list[str] = []  # what the port did by itself on the patches this run took in
+        try:
+            while p.next < len(p.series):
+                patch = self.journal.patch(p, p.next)
+                self.progress.step(f"port [{p.next + 1}/{len(p.series)}] {patch.name}")
+                r = try_patch(self.tree, patch, moves, by_slug, {})
+                did = [Did(**d) for d in r.did]
+                for d in did:
+                    self.progress.step(f"{patch.name}: {d.line()}")
+                if r.own in APPLIED and r.status != PatchStatus.OBSOLETE:
+                    # a patch blocked by a skipped dependency that still applies goes in; noted
+                    self._take(state, patch, r)
+                    earlier += [f"    {patch.name}: {line}" for line in self._did_on(patch.name)]
+                    by_slug[patch.header.slug] = r
+                    self._say_environment(patch)
+                    continue
+                self.journal.stop(state, patch, r)
+                if did and (recorded := self.resolutions.message(patch.name)):
+                    atomic_write(self.journal.message_file, recorded)  # the message a resolution had
+                raise PortStopped(
+                    "\n".join([stop_message(self.to_base.name, r), *did_lines(did)]),
+                    hint=stop_hint(
+                        self.to_base.name, self.path, self.journal.message_file, self.default_tree
+                    ),
+                )
+        except PortStopped as e:
+            if earlier:
+                e.message += "\n  before it, this run took in by itself (re-read them):\n" + "\n".join(
+                    earlier
+                )
+            raise
+
+    def _take(self, state: TreeState, patch: Patch, r: PatchReport) -> None:
+        """Gate (and prove) a patch that went in without a human, and commit it; a patch whose every
+        conflict got a recorded resolution back goes in as resolved, with that resolution's message."""
+        replayed = any(f.status == FileStatus.REPLAYED for f in r.files)
+        status = DoneStatus.RESOLVED if replayed else DoneStatus(str(r.own))
+        message = (self.resolutions.message(patch.name) if replayed else None) or patch.header.message
+        check_patch(self, state, patch, r, message if replayed else None)  # stops (breaks) when it fails
+        self.journal.begin(state, patch, status, r.note)
+        commit = git.commit(self.path, message, patch.header.author)
+        self.journal.record(state, patch, status, commit, message, note=r.note)
+
+    def _say_environment(self, patch: Patch, again: str | None = None) -> None:
+        """Stop once (kind ``environment``, naming no patch as the cause) when proving ``patch``
+        found that its tests fail on the pristine base too; later runs go on with the gate alone."""
+        prover = self.prove
+        if prover is None or not prover.environment:
+            return
+        error, prover.environment = prover.environment, ""
+        venv = prover.python.parent.parent
+        cont = again or self.command("continue")
+        raise EnvironmentStop(
+            f"port to {self.to_base.name} stopped: {ENVIRONMENT} (not a patch's fault): the test venv {venv} "
+            f"fails on stock {self.to_base.name} too: {error}\n"
+            f"  found while proving {patch.name}, which went in and passed the gate (committed, not proven); "
+            f"proving is off for this port while {venv} stays as it is (recorded in .git/{ENV_FILE})",
+            hint=f"`{cont}` goes on with the gate alone (each patch said as not proven); to prove again, "
+            f"fix the venv first (`{hints.make('venv-vllm', BASE=self.to_base.name)}` rebuilds it)",
+        )
+
+    def _did_on(self, name: str) -> list[str]:
+        """What the gate record says the port did by itself on ``name``."""
+        did = (Did.from_json(x) for x in read_record(self.path).get(name, {}).get("did") or [])
+        return [d.line() for d in did if d is not None]
 
     def _finish(self, state: TreeState, force: bool) -> Finished:
         return finish_queue(self, state, force)

@@ -5,7 +5,11 @@ fetched into it (``OLD_TAG``), so the patches' full ``index`` lines give git the
 for a 3-way merge. ``apply_files`` applies one patch file by file: strictly (every hunk
 where it says), else ``git apply --3way``, else at the file its content went to; a
 conflict is parked (markers and index stages kept aside) so the next file can merge, and
-put back at the end. A path that is, or goes through, a symlink of the new base is
+put back at the end. Where the 3-way merge conflicts, the port's own steps (``auto.Auto``)
+come first: every hunk placed with its full context (offset, no fuzz), then, after the
+conflicts are back, import-only conflicts merged (``imports``) and recorded resolutions
+replayed (``replay``); what they did is in the file's report (``FileStatus.OFFSET``,
+``IMPORTS``, ``REPLAYED``) and the patch's ``did``. A path that is, or goes through, a symlink of the new base is
 refused, never written through (the guard apply uses: ``commits.symlinked_path``).
 """
 
@@ -19,8 +23,18 @@ from .. import git
 from ..bases.repo import BaseRepo
 from ..tree.commits import symlinked_path
 from ..errors import ApplyError
-from ..queue.patch import FileChange, Patch, PlacementKind, file_sections, replay_file, split_lines
+from ..queue.patch import (
+    FileChange,
+    Patch,
+    PlacementKind,
+    file_sections,
+    place_file,
+    replay_file,
+    split_lines,
+)
 from ..layout import BASE_TAG, BRANCH
+from .auto import Auto, Did
+from .imports import Sort, merge_conflicts
 from .analysis import (
     by_file,
     decide,
@@ -47,9 +61,15 @@ OLD_TAG = "tkv-seam-old-base"
 Parked = list[tuple[str, bytes, bytes | None]]  # (path, its unmerged index stages, its file)
 
 
+FULL_CONTEXT = (PlacementKind.EXACT, PlacementKind.OFFSET, PlacementKind.EOF)  # with fuzz 0
+
+
 class PortTree:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, auto: Auto = Auto(), isort: Sort | None = None, resolutions=None):
         self.path = Path(path)
+        self.auto = auto
+        self.isort = isort  # the base's import sort (``imports.Isort``); None: imports are not merged
+        self.resolutions = resolutions  # ``replay.Resolutions``; None: nothing replayed
 
     @classmethod
     def build(cls, dest: Path, old: BaseRepo, new: BaseRepo) -> PortTree:
@@ -187,7 +207,36 @@ class PortTree:
             hunks += rows
             files.append(fr)
         self.unpark(parked)
+        self._merge_imports(files)
+        self._replay(files)
         return files, hunks
+
+    def _merge_imports(self, files: list[FileReport]) -> None:
+        """Each conflicting file whose every conflict is imports alone: merged, sorted, staged."""
+        if not (self.auto.imports and self.isort is not None):
+            return
+        for fr in files:
+            if fr.status != FileStatus.CONFLICT or fr.path not in self.unmerged():
+                continue
+            done = merge_conflicts(self.path, fr.path, self.isort)
+            if done is None:
+                continue
+            self._write(fr.path, done[0])
+            version = getattr(self.isort, "version", lambda: "?")()
+            fr.status, fr.note = FileStatus.IMPORTS, f"{done[1]}; sorted by ruff {version} (isort rules I)"
+
+    def _replay(self, files: list[FileReport]) -> None:
+        """Conflicts resolved before (git rerere): their resolution put back and staged."""
+        conflicted = [f for f in files if f.status == FileStatus.CONFLICT]
+        if not (self.auto.replay and self.resolutions is not None and conflicted):
+            return
+        replayed = set(self.resolutions.replay(self.path, [f.path for f in conflicted]))
+        for fr in conflicted:
+            if fr.path in replayed:
+                fr.status, fr.note = (
+                    FileStatus.REPLAYED,
+                    "the resolution recorded for this conflict, replayed (git rerere)",
+                )
 
     def _apply_file(self, patch, fc: FileChange, section, moves, parked, link):
         target = fc.old or fc.new
@@ -213,12 +262,29 @@ class PortTree:
             try:
                 new_text = replay_file(patch, fc, "".join(lines) if lines is not None else None)
             except ApplyError:
-                fr.status, fr.note, _ = self._apply_3way(section, parked)
+                fr.status, fr.note, unmerged = self._apply_3way(section, parked)
+                if fr.status in (FileStatus.CONFLICT, FileStatus.FAILS) and self._by_offset(fc, lines, rows):
+                    parked[:] = [entry for entry in parked if entry[0] not in unmerged]
+                    fr.status, fr.note = FileStatus.OFFSET, _offset_note(fr.status, rows)
             else:
                 self._write(fc.new or fc.old, new_text)
         if fr.status != FileStatus.EXACT:
             retry_moved(fc, rows, [(d, self.lines(d)) for d in moves.get(fc.old or fc.path, [])])
         return fr, rows
+
+    def _by_offset(self, fc: FileChange, lines: list[str] | None, rows: list[HunkReport]) -> bool:
+        """Where the 3-way merge did not go: every hunk placed with its whole context (quilt's
+        default: offset, no fuzz), written and staged. False when a hunk needs fuzz or fails."""
+        if not (self.auto.offset and lines is not None and fc.kind == "modify" and fc.old == fc.new):
+            return False
+        if not rows or any(r.kind not in FULL_CONTEXT or r.fuzz or r.line is None for r in rows):
+            return False
+        text = place_file(fc, lines, [r.line - 1 for r in rows])  # type: ignore[operator]
+        if text is None:
+            return False
+        self.resolve_ours([fc.path])  # the 3-way attempt's leftovers, if any
+        self._write(fc.path, text)
+        return True
 
     def _apply_moved(self, fc, section, moves, parked, fr):
         """The new base has no such file: retry where git diff -M -C says its content went."""
@@ -252,6 +318,18 @@ class PortTree:
             fr.status = status if status in (FileStatus.CONFLICT, FileStatus.FAILS) else FileStatus.MOVED
             break
         return fr, rows
+
+
+def _offset_note(merge: FileStatus, rows: list[HunkReport]) -> str:
+    how = "conflicted" if merge == FileStatus.CONFLICT else "did not apply"
+    places = ", ".join(f"hunk {r.hunk} {r.status}" for r in rows)
+    return f"the 3-way merge {how} (upstream changed lines next to its hunks); placed with every hunk's full context: {places}"
+
+
+def did_of(files: list[FileReport]) -> list[Did]:
+    """What the port did by itself on a patch's files (``Did`` kinds offset, imports, replay)."""
+    kinds = {FileStatus.OFFSET: "offset", FileStatus.IMPORTS: "imports", FileStatus.REPLAYED: "replay"}
+    return [Did(kinds[f.status], f.path, f.note) for f in files if f.status in kinds]
 
 
 def _failed(row: HunkReport) -> HunkReport:
@@ -288,7 +366,7 @@ def try_patch(
     decide(report, patch, by_slug, failed_tests)
     for fc, h_rows in by_file(patch, report.hunks):
         status = next(f.status for f in report.files if f.path == fc.path)
-        if status in (FileStatus.EXACT, FileStatus.THREE_WAY) or fc.kind != "modify":
+        if status in (FileStatus.EXACT, FileStatus.THREE_WAY, FileStatus.REPLAYED) or fc.kind != "modify":
             continue
         for row, hunk in zip(h_rows, fc.pfile):
             if row.kind == "exact":
@@ -302,4 +380,5 @@ def try_patch(
                 row.upstream = upstream_region(old, diff, hunk, moved or fc.path)
     draft_verdict(report, first_sentence(" ".join(patch.header.get("Reason"))))
     report.remove_when = patch.header.remove_when
+    report.did = [d.to_json() for d in did_of(report.files)]
     return report

@@ -376,6 +376,20 @@ def replay_file(patch: Patch, fc: FileChange, old_text: str | None) -> str | Non
     return "".join(out)
 
 
+def place_file(fc: FileChange, lines: list[str], starts: list[int]) -> str | None:
+    """``fc``'s hunks applied with hunk i's source at 0-based line ``starts[i]`` of ``lines``; None
+    when a hunk's whole source (context and removed lines) is not there, or hunks overlap."""
+    out: list[str] = []
+    pos = 0
+    for hunk, start in zip(fc.pfile, starts, strict=True):
+        src, tgt = _hunk_sides(hunk)
+        if start < pos or lines[start : start + len(src)] != src:
+            return None
+        out += lines[pos:start] + tgt
+        pos = start + len(src)
+    return "".join(out + lines[pos:])
+
+
 def file_sections(patch: Patch) -> list[str]:
     """The patch's text cut into one ``diff --git`` section per file (same order as ``patch.files``)."""
     body = patch.text[patch.text.find("\ndiff --git ") + 1 :]

@@ -32,6 +32,7 @@ from ..bases.pins import Base, load_bases
 from ..bases.carried import carried_before
 from .cpulock import lock_cpu
 from ..answer import Answer
+from ..port.auto import Auto
 from ..edit.refresh import Exported
 from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
 from ..queue.message import VERDICTS, verdict_problem
@@ -91,14 +92,11 @@ class CarryResult(Answer):
                 + f"; next: make test BASE={self.base}"
             )
         again = hints.make("carry", VERSION=self.base.removeprefix("v"))
-        if all(p.startswith("stylecheck: not run") for p in self.problems):
-            fix = f"`{hints.make('lint-patches', BASE=self.base)}`, then `{again}` again"
-        else:
-            fix = (
-                f"fix them in {layout.default(layout.build_tree, self.base)} (`{hints.make('apply', BASE=self.base)}`, amend the "
-                f"patch's commit, `{hints.make('refresh', BASE=self.base)}`), then `{again}` again "
-                "(it checks the queue again)"
-            )
+        fix = (
+            f"fix them in {layout.default(layout.build_tree, self.base)} (`{hints.make('apply', BASE=self.base)}`, amend the "
+            f"patch's commit, `{hints.make('refresh', BASE=self.base)}`), then `{again}` again "
+            "(it checks the queue as written again)"
+        )
         return (
             f"{self.base}: NOT carried: its queue is written but has {len(self.problems)} lint/style "
             f"problem(s) (listed above){backup}; next: {fix}"
@@ -124,6 +122,7 @@ class Options:
     reason: str | None = None
     index_url: str | None = None  # the Simple API of pin (TKV_SEAM_INDEX_URL)
     prove: bool = True  # port: run each patch's own tests at its prefix (with the base's test venv)
+    auto: Auto = field(default_factory=Auto)  # port: what it does by itself before it stops (port/auto.py)
 
 
 def _pinned(bases: dict[str, Base], version: Version) -> Base | None:
@@ -171,8 +170,8 @@ def carry(
         _refuse_another_plugin(base, opts, bases_file)
         from ..port.ending import queue_problems  # said again on every run until fixed
 
-        problems, where = queue_problems(root, base, cache)
-        checked = f"; lint + style gate in {where}" if where else "; lint"
+        problems = queue_problems(root, base, cache, progress)
+        checked = "; lint + style gate of the queue as written (applied to the pristine base)"
         steps.append(
             Step("port", "carried" if not problems else "written", f"{base.queue.series} exists{checked}")
         )
@@ -197,6 +196,7 @@ def carry(
         bases = load_bases(bases_file, root)  # what the step wrote (the .seam table: the gate's ruff)
         base = bases[base.name]
     session = _Port(root, bases_file, base, cache, progress)
+    session.session.auto = opts.auto
     for s in result.steps:
         progress.step(f"carry {base.name}: {s.line()}")
     if opts.prove:
@@ -225,15 +225,23 @@ def carry(
 def _restop(e: PortStopped, session: _Port, base: Base, steps: list[Step]) -> PortStopped:
     """The port's stop, with the next command of a carry (``make carry`` again continues it), and
     why the patches' tests did not run, when they did not."""
-    from ..port.gate import PatchBreaks, breaks_hint
+    from ..port.environment import EnvironmentStop
+    from ..port.gate import ChangedBreaks, PatchBreaks, breaks_hint
 
     message = e.message + "".join(
         f"\n  ({s.line()})" for s in steps if s.step == "prove" and s.status == "off"
     )
+    if isinstance(e, ChangedBreaks):  # its hint (amend the commit, run again) holds for carry too
+        return ChangedBreaks(message, e.hint, e.patch, e.problems)
     if isinstance(e, PatchBreaks):
         msg = session.tree / ".git" / "tkv-seam-port-msg"
         hint = breaks_hint(session.session, msg, again=hints.make("carry", VERSION=base.version))
         return PatchBreaks(message, hint, e.patch, e.problems)
+    if isinstance(e, EnvironmentStop):
+        again = hints.make("carry", VERSION=base.version)
+        return EnvironmentStop(
+            message, hint=(e.hint or "").replace(session.session.command("continue"), again)
+        )
     return PortStopped(message, hint=_stop_hint(session.tree, base))
 
 

@@ -27,7 +27,14 @@ from ..fixtures.upstream import NAME
 from ..fixtures.portcase import NEXT, port, port_tree, resolve_0001
 
 
-def _stopped_at_0006(pproject) -> None:
+def _stopped_at_0006(pproject, again: bool = False) -> None:
+    """The port stopped at 0006; ``again``: a port of the project after one that resolved 0001,
+    whose resolution (recorded) is replayed: the start goes through 0001 by itself."""
+    if again:
+        res = port(pproject, "start", expect=12)
+        assert "stopped at 0006-register.patch" in res.stderr
+        assert "0001-add-mul.patch: replay: vllm/engine/arg_utils.py" in res.stderr
+        return
     port(pproject, "start", expect=12)
     resolve_0001(port_tree(pproject))
     port(pproject, "continue", expect=12)  # 0002-0005 go in, 0006 (likely obsolete) stops
@@ -171,7 +178,7 @@ def test_finish_refuses_a_queue_with_uncommitted_edits_and_a_re_port_keeps_what_
     (queue / "PORT.md").write_text(reviewed)
     git.commit(pproject.root, "reviewed PORT.md\n", "Seam Dev <dev@example.invalid>")
     # port again onto the base that has its reviewed queue; an uncommitted edit is in it
-    _stopped_at_0006(pproject)
+    _stopped_at_0006(pproject, again=True)
     edit = queue / "0002-use-mul.patch"
     edit.write_text(edit.read_text().replace("uses mul", "uses mul (my edit)"))
     err = port(pproject, "skip", "--reason", "upstream has register()", expect=5).stderr
@@ -311,7 +318,7 @@ def test_a_finish_killed_while_writing_the_queue_is_taken_up_by_the_next(pprojec
         reviewed[p.name] = p.read_text().replace("Changes things.", "Reviewed: changes things.")
         p.write_text(reviewed[p.name])
     git.commit(pproject.root, "the reviewed queue\n", "Seam Dev <dev@example.invalid>")
-    _stopped_at_0006(pproject)  # a port again, onto the base that has a reviewed queue
+    _stopped_at_0006(pproject, again=True)  # a port again, onto the base that has a reviewed queue
     # killed as the second patch file is written: the queue half new, half reviewed
     argv = pproject.argv("port", "skip", "--to", NEXT, "--reason", "upstream has register()")
     crash_at("tkvseam.edit.refresh.atomic_write", *argv, nth=2)

@@ -123,4 +123,41 @@ def test_a_resolution_is_proven_with_its_own_tests_line(pcase, releases, wheels)
     out = json.loads(carry(pcase, wheels, "--json").stdout)
     assert out["carried"]
     record = json.loads((tree / ".git" / "tkv-seam-port-gate.json").read_text())
-    assert record["0002-header-test.patch"] == {"how": "resolved", "gate": "ok", "proven": True}
+    entry = record["0002-header-test.patch"]
+    assert {k: entry[k] for k in ("how", "gate", "proven", "did")} == {
+        "how": "resolved",
+        "gate": "ok",
+        "proven": True,
+        "did": [],
+    }
+
+
+TRITON = "vLLM on x86 CPUs requires Triton (triton-cpu)"
+
+
+def _break_venv(python) -> None:
+    """The venv's own vLLM raises on import, as 0.34.0 did without triton-cpu: stock fails too."""
+    init = next(python.parent.parent.glob("lib/python*/site-packages/vllm/__init__.py"))
+    init.write_text(f"raise RuntimeError({TRITON!r})\n")
+
+
+def test_tests_that_fail_on_stock_too_stop_once_as_the_environment_naming_no_patch(pcase, releases, wheels):  # noqa: F811
+    _break_venv(make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball))
+    stop = carry(pcase, wheels, expect=12).stderr
+    assert "port to v9.10.0 stopped: environment (not a patch's fault)" in stop
+    assert TRITON in stop and "import vllm" in stop
+    assert "stopped at" not in stop and "breaks" not in stop
+    assert "found while proving 0001-cache-tweak.patch, which went in and passed the gate" in stop
+    status = json.loads(pcase.cli("port", "status", "--to", NEW_NAME, "--json").output)
+    assert status["current"] is None and [d["name"] for d in status["done"]] == ["0001-cache-tweak.patch"]
+
+    # said once: the next run goes on with the gate alone and says why, never blaming 0002
+    res = carry(pcase, wheels, "--json")
+    assert "not proving the port's patches" in res.stderr and TRITON in res.stderr
+    out = json.loads(res.stdout)
+    assert out["carried"]
+    proven = {row["name"]: row["proven"] for row in out["by_themselves"]}
+    assert proven == {
+        "0001-cache-tweak.patch": "not proven (environment)",
+        "0002-header-test.patch": "not proven (environment)",
+    }

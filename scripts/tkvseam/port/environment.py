@@ -1,0 +1,160 @@
+"""Environment or patch: a proof never blames a patch for what fails on the pristine base too.
+
+When a patch's own tests fail at its prefix (``prove.prove_patch``), two checks decide before
+the port stops at it:
+
+- the **canary**: the test venv with the pristine base's files (the stock overlay) imports vLLM
+  and, where the release has ``EngineArgs``, builds a config for the tiny model of the offline
+  HF cache (``facebook/opt-125m``, config only) on CPU, in the proof's own environment. When it
+  fails, every failure is the environment's;
+- **stock**: the failing nodes run again on the pristine base (the same test files, the stock
+  overlay). A ``Guard:`` (stock behaviour kept) that fails there too is the environment's; a
+  ``Tests:`` node fails on stock by its contract, so it is only marked when stock fails it with
+  the same message (it stays the patch's).
+
+An environment failure is said once, as its own stop kind (``environment``, exit 12, naming no
+patch: the patch went in, gated, not proven), and recorded in the port tree
+(``.git/tkv-seam-port-env.json``, with the venv's identity): later runs do not prove with that
+venv (a warning says why) until it changes (``make venv-vllm`` rebuilt it) or the record goes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import PortStopped
+from ..fsutil import atomic_write
+from ..seamtest.outcomes import PASSED, fold
+from ..seamtest.runner import VLLM_TESTS_PLUGINS, Job, Root, Runner
+
+ENV_FILE = "tkv-seam-port-env.json"  # in the port tree's .git: the environment failure found
+ENVIRONMENT = "environment"  # the stop kind
+MODEL = "facebook/opt-125m"  # a config-only snapshot of the offline HF cache (tests/data/hf-configs)
+CANARY = f"""
+import importlib.util
+
+import vllm
+
+if importlib.util.find_spec("vllm.engine.arg_utils") is not None:
+    from vllm.engine import arg_utils
+
+    if hasattr(arg_utils, "EngineArgs"):
+        args = arg_utils.EngineArgs(model="{MODEL}", skip_tokenizer_init=True, max_model_len=256)
+        args.create_engine_config()
+print("canary ok", vllm.__file__)
+"""
+CANARY_WHAT = f"import vllm; a config for {MODEL} (EngineArgs.create_engine_config)"
+
+
+class EnvironmentStop(PortStopped):
+    """The port stopped for the environment, not a patch (exit 12, kind ``environment``)."""
+
+
+@dataclass
+class Verdict:
+    """What the checks found about a proof's failing nodes."""
+
+    canary: str = ""  # the canary's error on stock ("" when it passed)
+    environment: list[str] = field(default_factory=list)  # nodes that fail on stock too: not the patch's
+    same_on_stock: dict[str, str] = field(default_factory=dict)  # Tests: nodes stock fails the same way
+
+    @property
+    def error(self) -> str:
+        if self.canary:
+            return f"{CANARY_WHAT} fails on stock: {self.canary}"
+        return f"{len(self.environment)} test(s) fail on stock too: {', '.join(self.environment)}"
+
+
+def canary(runner: Runner, base_commit: str) -> str:
+    """The canary on the pristine base in slot 0: "" when it passes, else its last error line."""
+    runner.install(0, base_commit)
+    outcomes = runner.work / "outcomes" / "prove-canary.jsonl"
+    outcomes.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(
+            [str(runner.slot_python(0)), "-c", CANARY],
+            cwd=runner.work,  # not a tree: `import vllm` must be the venv's
+            env=runner.env(outcomes),
+            capture_output=True,
+            text=True,
+            timeout=runner.timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return f"timed out after {runner.timeout} s"
+    log = runner.work / "logs" / "prove-canary.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(proc.stdout + proc.stderr)
+    if proc.returncode == 0:
+        return ""
+    lines = [x.strip() for x in proc.stderr.splitlines() if x.strip()]
+    return (lines[-1] if lines else f"exit {proc.returncode}") + f" (log {log})"
+
+
+def judge(
+    runner: Runner,
+    base_commit: str,
+    snapshot: str,
+    label: str,
+    failing: list[str],
+    guards: list[str],
+    rows: dict,
+) -> Verdict:
+    """Whose the failures of ``failing`` (node ids of the proof at ``snapshot``) are."""
+    verdict = Verdict(canary=canary(runner, base_commit))
+    if verdict.canary:
+        verdict.environment = list(failing)
+        return verdict
+    job = Job(label, base_commit, Root(snapshot), tuple(failing), estimate=40.0, plugins=VLLM_TESTS_PLUGINS)
+    stock = runner.run([job])[label].rows
+    for node in failing:
+        if fold(stock, node) == PASSED:
+            continue
+        if node in guards:
+            verdict.environment.append(node)
+        elif _message(stock, node) and _message(stock, node) == _message(rows, node):
+            verdict.same_on_stock[node] = _message(stock, node)
+    return verdict
+
+
+def _message(rows: dict, node: str) -> str:
+    """The last line of a node's failure (its exception), as the outcomes plugin kept it."""
+    found = [r.get("message", "") for nid, r in rows.items() if nid == node or nid.startswith(node + "[")]
+    lines = [x.strip() for m in found for x in m.splitlines() if x.strip()]
+    return lines[-1] if lines else ""
+
+
+# -- the record -------------------------------------------------------------------
+
+
+def venv_identity(python: Path) -> str:
+    """The test venv as it is now: rebuilt (``make venv-vllm``), it is another."""
+    venv = python.parent.parent
+    cfg = venv / "pyvenv.cfg"
+    stat = cfg.stat() if cfg.exists() else None
+    return f"{venv.resolve()} {stat.st_ino if stat else 0} {stat.st_mtime_ns if stat else 0}"
+
+
+def recorded(tree: Path, python: Path) -> dict | None:
+    """The environment failure recorded for this venv as it is, or None."""
+    try:
+        data = json.loads((tree / ".git" / ENV_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if (
+        isinstance(data, dict)
+        and data.get("venv") == venv_identity(python)
+        and isinstance(data.get("error"), str)
+    ):
+        return data
+    return None
+
+
+def record(tree: Path, python: Path, patch: str, error: str) -> Path:
+    path = tree / ".git" / ENV_FILE
+    atomic_write(
+        path, json.dumps({"venv": venv_identity(python), "patch": patch, "error": error}, indent=1) + "\n"
+    )
+    return path
