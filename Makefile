@@ -6,6 +6,8 @@
 # FRESH=1 (make test and its lanes: run every lane, also those that passed before with the same
 # inputs; .ci/run sets it), JSON=1 (a target that prints a result: exactly one JSON object on stdout).
 # PROVE=0 (make carry: the gate alone, no patch's tests run), PROVE=1 (make port: run them).
+# AUTORESOLVE=0 FIX=0 REPLAY=0 (make carry, make port VERB=start|continue|skip: what the port does by
+# itself before it stops, off: docs/port.md "What the port does by itself").
 
 # What a user gives is text, never make code: every variable set on the command line, and each
 # variable below this Makefile reads from the environment, becomes its own value as written
@@ -16,7 +18,7 @@ user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUD
              VERDICT REASON JSON DIFF PORT_TREE PROVE VERB SKIP CONTINUE STATUS ABORT FINISH TKV_SEAM_JOBS TRITON \
              PYTHON PIP_FIND_LINKS UV_CACHE_DIR BASE_IMAGE STAND_IN TURBO_ATTN PUSH REGISTRY REPOSITORY \
              IMAGE_TAG IMAGE_SOURCE INSTALLER DOCKER_HOST TKV_SEAM_CACHE TKV_SEAM_INDEX_URL \
-             TKV_SEAM_LOCK_TIMEOUT HOME FRESH
+             TKV_SEAM_LOCK_TIMEOUT HOME FRESH AUTORESOLVE FIX REPLAY
 base_origin := $(origin BASE)
 $(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
   $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
@@ -125,19 +127,23 @@ seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base
 	echo $(call sh,$(TOOL)) "$$* $(FORCE_FLAG)" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(FORCE_FLAG)
 
+# What the port does by itself, turned off (docs/port.md): AUTORESOLVE=0 (offset, imports, replay), FIX=0, REPLAY=0.
+AUTO_FLAGS = $(if $(filter 0 no false,$(AUTORESOLVE)),--no-autoresolve) $(if $(filter 0 no false,$(FIX)),--no-fix) \
+             $(if $(filter 0 no false,$(REPLAY)),--no-replay)
 # make carry VERSION=0.34.0 [PLUGIN='turbo-attn==X'] [VERDICT=...] [REASON='...']: what a user gives reaches
 # the tool through the environment, taken with $(value), as for make port (nothing in it is re-read as shell).
 carry: export TKV_CARRY_VERSION := $(value VERSION)
 carry: export TKV_CARRY_PLUGIN := $(value PLUGIN)
 carry: export TKV_CARRY_VERDICT := $(value VERDICT)
 carry: export TKV_CARRY_REASON := $(value REASON)
-carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' PROVE=0 JSON=1
+carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again after each stop) | VERSION=0.34.0 PLUGIN='turbo-attn==<v>' VERDICT=<verdict> REASON='<why>' PROVE=0 AUTORESOLVE=0 FIX=0 REPLAY=0 JSON=1
 	@if [ -z "$$TKV_CARRY_VERSION" ]; then $(call usage,usage: make carry VERSION=0.34.0); fi; \
 	set -- carry "$$TKV_CARRY_VERSION"; \
 	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
 	if [ -n "$$TKV_CARRY_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_CARRY_VERDICT"; fi; \
 	if [ -n "$$TKV_CARRY_REASON" ]; then set -- "$$@" --reason "$$TKV_CARRY_REASON"; fi; \
 	$(if $(filter 0 no false,$(PROVE)),set -- "$$@" --no-prove;) \
+	$(if $(AUTO_FLAGS),set -- "$$@" $(AUTO_FLAGS);) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,)
 
@@ -250,7 +256,7 @@ port: export TKV_PORT_REASON := $(value REASON)
 port: export TKV_PORT_VERDICT := $(value VERDICT)
 port: export TKV_PORT_TREE := $(value PORT_TREE)
 port: export TKV_PORT_OLD := $(strip $(foreach v,REPORT CONTINUE SKIP STATUS ABORT FINISH,$(if $(value $(v)),$(v)=)))
-port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> PROVE=1 JSON=1 FORCE=1
+port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abort, status, finish | VERB=<verb> TO=<base> BASE=<base> (default: the newest carried base older than TO) REASON='<why>' VERDICT=<verdict> PORT_TREE=<dir> PROVE=1 AUTORESOLVE=0 FIX=0 REPLAY=0 JSON=1 FORCE=1
 	@if [ -n "$$TKV_PORT_OLD" ]; then echo "make port: $$TKV_PORT_OLD is gone" >&2; \
 	  $(call usage,make port: one verb per run: make port VERB=<$(PORT_VERBS)> TO=<base>); fi; \
 	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) case "$$TKV_PORT_VERB" in ""|*[!a-zA-Z_-]*) \
@@ -264,6 +270,7 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \
 	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
 	$(if $(filter 1 yes true,$(PROVE)),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" --prove;; esac;) \
+	$(if $(AUTO_FLAGS),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" $(AUTO_FLAGS);; esac;) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
 

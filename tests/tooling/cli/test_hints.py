@@ -113,6 +113,7 @@ def test_make_help_lists_the_variables_each_target_takes():
         "VLLM_VENV",
         "LOCK",
         "FORCE_FLAG",
+        "AUTO_FLAGS",
         "FIND_LINKS",
         "TEST_BASES",
         "ONE_BASE",
