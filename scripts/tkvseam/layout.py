@@ -67,6 +67,11 @@ def port_report(root: Path, to: str) -> Path:
     return build(root) / f"port-report-{to}"
 
 
+def scratch(root: Path) -> Path:
+    """Scratch directories of one run (removed by it; ``make clean`` removes what a killed run left)."""
+    return build(root) / "scratch"
+
+
 def port_resolutions(root: Path) -> Path:
     """The conflict resolutions ports recorded (git rerere's ``rr-cache``, the messages given):
     shared by every port of the project, so an aborted port started again replays them."""

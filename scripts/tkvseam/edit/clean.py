@@ -8,7 +8,8 @@ Every entry of ``build/`` (a link to a directory is followed, as every command d
   yet refreshed, no port in progress, no refs of yours, nothing an earlier step kept in it);
 - an output directory (an overlay stage, an image context, a report: its marker) goes when it
   holds exactly what its step wrote (``outputs.removal_problem``);
-- the tool's work directories (``seamtest/``, ``bench/``, ``plugin/``, ``locks/``, ``image-logs/``), lock files
+- the tool's work directories (``seamtest/``, ``bench/``, ``plugin/``, ``locks/``, ``image-logs/``,
+  ``port-resolutions/``, ``scratch/``), lock files
   and what interrupted runs left beside a tree (put back or removed, as the next run would);
 - anything else (a file or directory of yours, a symlink) is left as it is and named.
 
@@ -38,7 +39,9 @@ from ..tree.seamtree import SeamTree
 from ..tree.state import STATE, TreeState
 from ..tree.work import IGNORED
 
-WORK_DIRS = ("seamtest", "bench", "plugin", "locks", "image-logs")  # the tool's own work, no marker: removed
+# the tool's own work, no marker: removed (port-resolutions: the resolutions ports recorded, replayed
+# where a conflict comes back; only a convenience, every resolution is in its port's commits)
+WORK_DIRS = ("seamtest", "bench", "plugin", "locks", "image-logs", "port-resolutions", "scratch")
 _BESIDE = re.compile(r"\.(?P<name>.+?)\.(?:lock|old-\d+|tmp-[a-z0-9_]{8})")  # lock, swap, scratch
 
 

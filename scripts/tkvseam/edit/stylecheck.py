@@ -161,7 +161,11 @@ def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None
     files = _py_files(read_series(root, base.queue, base.name).load())
     if not files:
         return []
-    exe = _gate_ruff(base, cache, ruff)
+    return tree_problems(_gate_ruff(base, cache, ruff), tree, files)
+
+
+def tree_problems(exe: str, tree: Path, files: list[str]) -> list[str]:
+    """``ruff check`` and ``ruff format --check`` (``exe``) on ``files`` as ``tree``'s work tree holds them."""
     problems = []
     # --force-exclude: honour the tree's exclude lists for explicitly named files, as vLLM's pre-commit does.
     # concise + --quiet: one line per problem (no code frames, no "Found N errors" summary), so that

@@ -3,9 +3,10 @@
 ``queue_problems`` checks the queue as it is written in ``patches/<base>/``, as ``make test``
 would take it, not the files of any tree: it lints the patch files, applies them strictly
 (``tree.commits.commit_series``: every hunk at the line it names) onto the pristine base in a
-scratch clone of the cache's base repository (objects only, no work tree), and runs the base's
-style gate (its ruff pin, the configuration the queue leaves: ``pyproject.toml``) on every
-``.py`` file the queue leaves, as the last patch's commit holds it. An uncommitted fix in the
+scratch clone of the cache's base repository, checks the last patch's commit out there (ruff
+reads the tree around a file: its configuration, packages, ``__init__.py`` files) and runs the
+base's style gate (``stylecheck.tree_problems``: its ruff pin) on every ``.py`` file the queue
+leaves, as ``make lint-patches`` does in a tree ``make apply`` made. An uncommitted fix in the
 port tree, or one not yet refreshed into the queue, does not count. ``carry`` runs it on each
 re-run of a ported base and at the end of the port, so a problem is said again until it is fixed.
 """
@@ -19,14 +20,12 @@ from pathlib import Path
 from .. import git, layout
 from ..bases.pins import Base
 from ..bases.repo import base_repo
-from ..edit.stylecheck import file_problems, gate_ruff
+from ..edit.stylecheck import gate_ruff, tree_problems
 from ..errors import ApplyError, SeamError
 from ..progress import QUIET, Progress
 from ..queue.lint import lint
 from ..queue.series import read_series
 from ..tree.commits import commit_series
-
-CONFIG = ("pyproject.toml", "ruff.toml", ".ruff.toml")  # what ruff reads its configuration from
 
 
 def queue_problems(root: Path, base: Base, cache: Path, progress: Progress = QUIET) -> list[str]:
@@ -44,8 +43,8 @@ def queue_problems(root: Path, base: Base, cache: Path, progress: Progress = QUI
         repo, _ = base_repo(base, cache, progress=progress)
     except SeamError as e:
         return problems + [f"stylecheck: {e.message}" + (f" (next: {e.hint})" if e.hint else "")]
-    layout.build(root).mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".written-{base.name}-", dir=layout.build(root)))
+    layout.scratch(root).mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f"written-{base.name}-", dir=layout.scratch(root)))
     try:
         clone = scratch / "repo"
         git.clone_local(repo.path, clone)
@@ -54,17 +53,11 @@ def queue_problems(root: Path, base: Base, cache: Path, progress: Progress = QUI
         except ApplyError as e:
             return problems + [f"apply: {e.message} (the queue does not apply strictly to {base.name})"]
         tip = applied[-1].commit if applied else repo.commit
-        config = scratch / "config"
-        config.mkdir()
-        for name in CONFIG:
-            data = git.show(clone, tip, name)
-            if data is not None:
-                (config / name).write_bytes(data)
         progress.step(
             f"style gate of {base.queue.patches}/ as written: {len(files)} file(s), ruff {base.seam.ruff}"
         )
-        for entry in git.ls_tree(clone, tip, files):
-            problems += file_problems(exe, config, entry.path, git.read_blob(clone, entry.id))
+        git.checkout_branch(clone, "written", tip)
+        problems += tree_problems(exe, clone, files)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return problems

@@ -12,6 +12,10 @@ the port stops at it:
   ``Tests:`` node fails on stock by its contract, so it is only marked when stock fails it with
   the same message (it stays the patch's).
 
+When pytest cannot start at all (a conftest importing what the venv lacks, a plugin missing:
+``cannot_start``), the environment is the cause too, unless the nodes were not found or the
+patch changed what pytest loads first (``STARTUP``).
+
 An environment failure is said once, as its own stop kind (``environment``, exit 12, naming no
 patch: the patch went in, gated, not proven), and recorded in the port tree
 (``.git/tkv-seam-port-env.json``, with the venv's identity): later runs do not prove with that
@@ -101,9 +105,11 @@ def judge(
     failing: list[str],
     guards: list[str],
     rows: dict,
+    known_canary: str | None = None,
 ) -> Verdict:
-    """Whose the failures of ``failing`` (node ids of the proof at ``snapshot``) are."""
-    verdict = Verdict(canary=canary(runner, base_commit))
+    """Whose the failures of ``failing`` (node ids of the proof at ``snapshot``) are;
+    ``known_canary``: the canary's result earlier in this run (not run again)."""
+    verdict = Verdict(canary=canary(runner, base_commit) if known_canary is None else known_canary)
     if verdict.canary:
         verdict.environment = list(failing)
         return verdict
@@ -117,6 +123,26 @@ def judge(
         elif _message(stock, node) and _message(stock, node) == _message(rows, node):
             verdict.same_on_stock[node] = _message(stock, node)
     return verdict
+
+
+STARTUP = ("conftest.py", "tests/conftest.py", "pyproject.toml")  # what pytest loads before any test
+
+
+def cannot_start(log: str, startup_changed: bool) -> str:
+    """Why pytest could not start at all (a conftest importing what the venv lacks, a plugin
+    missing): the environment's; "" when the nodes are the cause (not found) or the patch changed
+    what pytest loads first (``STARTUP``)."""
+    if startup_changed or "not found:" in log or "no match in any of" in log:
+        return ""
+    lines = [x.strip() for x in log.splitlines() if x.strip()]
+    for pick in (
+        lambda x: x.startswith("E ") and ("Error" in x or "Exception" in x),
+        lambda x: "error:" in x.lower(),
+    ):
+        found = [x for x in lines if pick(x)]
+        if found:
+            return found[-1].removeprefix("E").strip()
+    return lines[-1] if lines else "pytest exited before running a test"
 
 
 def _message(rows: dict, node: str) -> str:

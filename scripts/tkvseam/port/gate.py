@@ -323,7 +323,7 @@ def regate(session: Gated, state: TreeState) -> None:
             **entry,
             "files": now,
             "gate": BREAKS if problems else "ok",
-            "proven": False if problems else entry.get("proven", False),
+            "proven": False,  # what was proven is not what the commit holds now
         }
         atomic_write(_path(session.path), json.dumps(record, indent=1, sort_keys=True) + "\n")
         if problems:
@@ -335,21 +335,29 @@ def regate(session: Gated, state: TreeState) -> None:
                     problems,
                     what=f"its commit {d.commit[:12]} was changed after it passed the gate, and fails it",
                 ),
-                _amend_hint(session, d.slug),
+                _amend_hint(session, d.slug, bool(git.staged_paths(session.path))),
                 d.name,
                 problems,
             )
 
 
-def _amend_hint(session: Gated, slug: str) -> str:
-    """Fix a committed patch of the port tree: amend its commit, rebase the later ones, continue."""
+def _amend_hint(session: Gated, slug: str, staged: bool) -> str:
+    """Fix a committed patch of the port tree: amend its commit, rebase the later ones, run again.
+    ``staged``: the stopped patch's work is staged, kept aside meanwhile (``git stash``)."""
     tree = session.path
-    again = port_command("status", session.to_base.name, tree, session.default_tree)
-    return (
-        f"fix the file(s) in {tree}, then `{git_c(tree, 'commit', '-a', f'--fixup=:/^{slug}:')}` and "
-        f"`GIT_SEQUENCE_EDITOR=: {git_c(tree, 'rebase', '-i', '--autosquash', 'tkv-seam-base')}`, then run the "
-        f"same command again (it gates that commit again); `{again}` shows where the port stands"
+    status = port_command("status", session.to_base.name, tree, session.default_tree)
+    fix = (
+        f"`{git_c(tree, 'commit', '-a', f'--fixup=:/^{slug}:')}`, "
+        f"`GIT_SEQUENCE_EDITOR=: {git_c(tree, 'rebase', '-i', '--autosquash', 'tkv-seam-base')}`"
     )
+    if staged:
+        fix = (
+            f"`{git_c(tree, 'stash')}` (the stopped patch's work aside), fix the file(s), {fix}, "
+            f"`{git_c(tree, 'stash', 'pop', '--index')}`"
+        )
+    else:
+        fix = f"fix the file(s) in {tree}, {fix}"
+    return f"{fix}, then run the same command again (it gates that commit again); `{status}` shows where the port stands"
 
 
 def patches_by_themselves(tree: Path, state: TreeState) -> list[dict]:

@@ -37,6 +37,7 @@ class Prover:
     off: str = ""
     environment: str = ""
     checked_record: bool = False
+    canary: str | None = None  # the canary's result in this run ("" passed; None: not run yet)
 
 
 @dataclass
@@ -105,9 +106,16 @@ def prove_patch(
         )
         result = runner.run([job])[job.label]
     except SeamError as e:
-        if e.message.startswith("pytest could not run"):  # the nodes, not the venv: node ids not found
+        if e.message.startswith("pytest could not run"):
             log = work / "logs" / f"prove-{k:02d}.log"
-            return [f"{node}: not run (pytest could not run them; log {log})" for node in nodes]
+            changed = git.changed_paths(tree, state.base_commit, snapshot, list(environment.STARTUP))
+            why = environment.cannot_start(log.read_text() if log.is_file() else "", bool(changed))
+            if not why:  # the nodes, not the venv: node ids not found, or the patch changed the conftest
+                return [f"{node}: not run (pytest could not run them; log {log})" for node in nodes]
+            error = f"pytest cannot start: {why} (log {log})"
+            prover.environment, prover.off = error, f"environment: {error}"
+            environment.record(tree, prover.python, patch.name, error)
+            return None
         prover.off = e.message
         session.progress.warn(
             f"not proving the port's patches (the gate goes on alone): {e.message}"
@@ -125,9 +133,11 @@ def prove_patch(
     session.progress.step(
         f"prove [{k}/{len(p.series)}] {patch.name}: do they fail on stock {state.base} too?"
     )
+    label = f"prove-{k:02d}-stock"
     verdict = environment.judge(
-        runner, state.base_commit, snapshot, f"prove-{k:02d}-stock", list(bad), h.guards, result.rows
+        runner, state.base_commit, snapshot, label, list(bad), h.guards, result.rows, prover.canary
     )
+    prover.canary = verdict.canary
     if verdict.environment:
         prover.environment = verdict.error
         prover.off = f"environment: {verdict.error}"

@@ -192,12 +192,12 @@ class PortSession:
         with self.seam.locked(self.progress):
             state = self.journal.load()
             p = state.port
+            regate(self, state)  # an earlier commit changed since it was gated is gated again first
             if p.current is None:
                 if p.next < len(p.series):  # killed while applying patch `next`: keep its leftovers, again
                     self.journal.keep_leftovers(f"retrying {Path(p.series[p.next]).name}")
                     self._advance(state)
                 return self._finish(state, force)
-            regate(self, state)  # an earlier commit amended since it was gated is gated again first
             self._check_resolution(p.current)
             patch = self.journal.patch(p, p.next)
             msg = self.journal.message_file
@@ -238,6 +238,7 @@ class PortSession:
                 raise SeamError(
                     f"the port to {self.to_base.name} is not stopped at a patch", hint=self.command("status")
                 )
+            regate(self, state)
             patch = self.journal.patch(p, p.next)
             self.resolutions.forget_progress(self.path)
             self.journal.keep_leftovers(f"skipping {patch.name}")
@@ -307,10 +308,7 @@ class PortSession:
 
     def finish(self, force: bool = False) -> Finished:
         with self.seam.locked(self.progress):
-            state = self.journal.load()
-            if not state.port.finished:
-                regate(self, state)
-            return self._finish(state, force)
+            return self._finish(self.journal.load(), force)
 
     # -- checks -------------------------------------------------------------------
 
@@ -386,7 +384,8 @@ class PortSession:
                     self._say_environment(patch)
                     continue
                 self.journal.stop(state, patch, r)
-                if did and (recorded := self.resolutions.message(patch.name)):
+                replayed = any(f.status == FileStatus.REPLAYED for f in r.files)
+                if replayed and (recorded := self.resolutions.message(patch.name)):
                     atomic_write(self.journal.message_file, recorded)  # the message a resolution had
                 raise PortStopped(
                     "\n".join([stop_message(self.to_base.name, r), *did_lines(did)]),
@@ -412,7 +411,7 @@ class PortSession:
         commit = git.commit(self.path, message, patch.header.author)
         self.journal.record(state, patch, status, commit, message, note=r.note)
 
-    def _say_environment(self, patch: Patch, again: str | None = None) -> None:
+    def _say_environment(self, patch: Patch) -> None:
         """Stop once (kind ``environment``, naming no patch as the cause) when proving ``patch``
         found that its tests fail on the pristine base too; later runs go on with the gate alone."""
         prover = self.prove
@@ -420,7 +419,7 @@ class PortSession:
             return
         error, prover.environment = prover.environment, ""
         venv = prover.python.parent.parent
-        cont = again or self.command("continue")
+        cont = self.command("continue")  # carry says its own
         raise EnvironmentStop(
             f"port to {self.to_base.name} stopped: {ENVIRONMENT} (not a patch's fault): the test venv {venv} "
             f"fails on stock {self.to_base.name} too: {error}\n"
@@ -436,4 +435,7 @@ class PortSession:
         return [d.line() for d in did if d is not None]
 
     def _finish(self, state: TreeState, force: bool) -> Finished:
+        p = state.port
+        if not p.finished and p.current is None and p.next == len(p.series):
+            regate(self, state)  # the last gate before the queue is written
         return finish_queue(self, state, force)

@@ -9,6 +9,7 @@ or none to be had) the gate goes on alone, and says so.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -161,3 +162,12 @@ def test_tests_that_fail_on_stock_too_stop_once_as_the_environment_naming_no_pat
         "0001-cache-tweak.patch": "not proven (environment)",
         "0002-header-test.patch": "not proven (environment)",
     }
+
+
+def test_a_venv_in_which_pytest_cannot_start_is_the_environment_too(pcase, releases, wheels):  # noqa: F811
+    """The venv lacks a pytest plugin the runner needs (its --timeout): no test can run, stock's neither."""
+    python = make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
+    shutil.rmtree(next(python.parent.parent.glob("lib/python*/site-packages/fake_timeout-1.0.dist-info")))
+    stop = carry(pcase, wheels, expect=12).stderr
+    assert "stopped: environment (not a patch's fault)" in stop and "stopped at" not in stop
+    assert "pytest cannot start" in stop and "unrecognized arguments: --timeout" in stop

@@ -79,7 +79,7 @@ def test_an_earlier_commit_amended_after_it_passed_the_gate_is_gated_again(gproj
     assert "port to v9.10.0 stopped at 0001-cache-tweak.patch: breaks" in stop
     assert "was changed after it passed the gate" in stop
     assert f"{CACHE}:13 F821 Undefined name `undefined_name`" in stop
-    assert "--fixup=:/^cache-tweak:" in stop  # how to fix a committed patch
+    assert "--fixup=:/^cache-tweak:" in stop and "stash pop --index" in stop  # how, the staged work aside
     assert not (gproject.root / "patches" / NEW_NAME).exists()
 
     _amend(tree, "cache-tweak", CACHE, "seam = undefined_name\n", "")
