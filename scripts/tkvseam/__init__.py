@@ -6,7 +6,8 @@ table and fails on an import upwards or any import circle). Top to bottom:
 - ``cli/``        the command line: click options, rendering, exit codes (one error boundary)
 - use cases, one package per family of commands:
   ``edit/``       apply, refresh, stylecheck: the queue and its build tree
-  ``port/``       the port verbs (``session``), its crash journal, report and finish; its analysis and model
+  ``port/``       the port verbs (``session``), its crash journal, report and finish; its analysis and model;
+                  what it does by itself (``auto``: offset, imports, replay, fixers); whose a failing test is
   ``release/``    pin, watch, carry, retire, seam-table, lock-cpu: following upstream releases
   ``overlay/``    the patched ``vllm/`` files staged and installed into a venv
   ``image/``      the Docker overlay image, its names, the stand-in base, the plugin wheel

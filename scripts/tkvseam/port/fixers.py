@@ -20,6 +20,10 @@ from collections import Counter
 from pathlib import Path
 
 from .. import git
+from ..bases.pins import Base
+from ..edit.stylecheck import gate_ruff
+from ..errors import SeamError
+from ..progress import Progress
 from .auto import Did
 
 _COMMON = ["--force-exclude", "--no-cache"]
@@ -136,3 +140,38 @@ def run_fixers(exe: str, tree: Path, paths: list[str]) -> list[Did]:
         git.stage(tree, [path])
         did += by_check + by_format
     return did
+
+
+class Isort:
+    """The base's own import sort: ``ruff check --select I --fix`` with the base's ruff pin, in the
+    tree (its configuration). The ruff is found on first use; without one (no pin) it sorts nothing."""
+
+    def __init__(self, base: Base, cache: Path, tree: Path, progress: Progress):
+        self.base, self.cache, self.tree, self.progress = base, cache, tree, progress
+        self._exe: str | None = None
+        self.off = ""  # why it cannot sort
+
+    def exe(self) -> str | None:
+        if self._exe is None and not self.off:
+            try:
+                self._exe = gate_ruff(self.base, self.cache)
+            except SeamError as e:
+                self.off = e.message
+                self.progress.warn(f"import conflicts are not merged by themselves: {e.message}")
+        return self._exe
+
+    def version(self) -> str:
+        return self.base.seam.ruff or "?"
+
+    def __call__(self, path: str, text: str) -> str | None:
+        exe = self.exe()
+        if exe is None:
+            return None
+        proc = subprocess.run(
+            [exe, "check", "--select", "I", "--fix", "--no-unsafe-fixes", "--exit-zero", "--quiet"]
+            + ["--force-exclude", "--no-cache", "--stdin-filename", path, "-"],
+            cwd=self.tree,
+            input=text.encode("utf-8", "surrogateescape"),
+            capture_output=True,
+        )
+        return proc.stdout.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None

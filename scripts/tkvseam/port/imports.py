@@ -12,13 +12,13 @@ one name to different things are a real conflict. The file is then sorted by the
 ruff with its isort rules (``I``, the tree's configuration), which merges statements of one
 module; only when the new base's own file is already sorted so, so that the sort changes
 nothing of upstream's. A file with any region that is not imports alone is left as git left it.
+The sort is given (``Sort``; ``fixers.Isort`` is the base's ruff).
 """
 
 from __future__ import annotations
 
 import ast
 import io
-import subprocess
 import textwrap
 import tokenize
 from collections.abc import Callable
@@ -26,10 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
-from ..bases.pins import Base
-from ..edit.stylecheck import gate_ruff
-from ..errors import SeamError
-from ..progress import Progress
 
 Sort = Callable[[str, str], "str | None"]  # (path, text) -> the text sorted, None when it cannot be
 
@@ -39,41 +35,6 @@ class Region:
     ours: list[str]
     base: list[str]
     theirs: list[str]
-
-
-class Isort:
-    """The base's own import sort: ``ruff check --select I --fix`` with the base's ruff pin, in the
-    tree (its configuration). The ruff is found on first use; without one (no pin) it sorts nothing."""
-
-    def __init__(self, base: Base, cache: Path, tree: Path, progress: Progress):
-        self.base, self.cache, self.tree, self.progress = base, cache, tree, progress
-        self._exe: str | None = None
-        self.off = ""  # why it cannot sort
-
-    def exe(self) -> str | None:
-        if self._exe is None and not self.off:
-            try:
-                self._exe = gate_ruff(self.base, self.cache)
-            except SeamError as e:
-                self.off = e.message
-                self.progress.warn(f"import conflicts are not merged by themselves: {e.message}")
-        return self._exe
-
-    def version(self) -> str:
-        return self.base.seam.ruff or "?"
-
-    def __call__(self, path: str, text: str) -> str | None:
-        exe = self.exe()
-        if exe is None:
-            return None
-        proc = subprocess.run(
-            [exe, "check", "--select", "I", "--fix", "--no-unsafe-fixes", "--exit-zero", "--quiet"]
-            + ["--force-exclude", "--no-cache", "--stdin-filename", path, "-"],
-            cwd=self.tree,
-            input=text.encode("utf-8", "surrogateescape"),
-            capture_output=True,
-        )
-        return proc.stdout.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None
 
 
 def regions(text: str) -> list[tuple[int, int, Region]] | None:

@@ -22,7 +22,7 @@ from ..tree.seamtree import SeamTree
 from ..queue.series import read_series
 from .tree import try_patch
 from .model import MERGED, PatchReport
-from .imports import Isort
+from .fixers import Isort
 from .tree import PortTree
 
 

@@ -39,9 +39,9 @@ from ..queue.series import read_series
 from ..tree.state import DoneStatus, Kind, PortProgress, TreeState
 from .auto import Auto, Did, did_lines
 from .finish import Finished, finish_queue
+from .fixers import Isort
 from .gate import check_patch, read_record, regate
 from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop
-from .imports import Isort
 from .journal import PORT_MSG, PortJournal
 from .model import APPLIED, FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, stop_hint, stop_message
