@@ -4,9 +4,10 @@ When a patch's own tests fail at its prefix (``prove.prove_patch``), two checks 
 the port stops at it:
 
 - the **canary**: the test venv with the pristine base's files (the stock overlay) imports vLLM
-  and, where the release has ``EngineArgs``, builds a config for the tiny model of the offline
-  HF cache (``facebook/opt-125m``, config only) on CPU, in the proof's own environment. When it
-  fails, every failure is the environment's;
+  and, where the release has ``EngineArgs``, builds the engine config of ``seamtest.testvenv``'s
+  tiny model (a local ``config.json``) on CPU, in the proof's own environment (the canary
+  ``carry`` runs when it builds the venv, on the venv the proof has now). When it fails, every
+  failure is the environment's;
 - **stock**: the failing nodes run again on the pristine base (the same test files, the stock
   overlay). A ``Guard:`` (stock behaviour kept) that fails there too is the environment's; a
   ``Tests:`` node fails on stock by its contract, so it is only marked when stock fails it with
@@ -33,12 +34,13 @@ from ..errors import PortStopped
 from ..fsutil import atomic_write
 from ..seamtest.outcomes import PASSED, fold
 from ..seamtest.runner import VLLM_TESTS_PLUGINS, Job, Root, Runner
+from ..seamtest.testvenv import TINY_CONFIG
 
 ENV_FILE = "tkv-seam-port-env.json"  # in the port tree's .git: the environment failure found
 ENVIRONMENT = "environment"  # the stop kind
-MODEL = "facebook/opt-125m"  # a config-only snapshot of the offline HF cache (tests/data/hf-configs)
+# the canary of seamtest.testvenv (a tiny local model's engine config), where the release has EngineArgs
 CANARY = f"""
-import importlib.util
+import importlib.util, json, os, tempfile
 
 import vllm
 
@@ -46,11 +48,13 @@ if importlib.util.find_spec("vllm.engine.arg_utils") is not None:
     from vllm.engine import arg_utils
 
     if hasattr(arg_utils, "EngineArgs"):
-        args = arg_utils.EngineArgs(model="{MODEL}", skip_tokenizer_init=True, max_model_len=256)
-        args.create_engine_config()
+        model = tempfile.mkdtemp(prefix="tkv-seam-canary-")
+        with open(os.path.join(model, "config.json"), "w") as f:
+            json.dump({TINY_CONFIG!r}, f)
+        arg_utils.EngineArgs(model=model, skip_tokenizer_init=True).create_engine_config()
 print("canary ok", vllm.__file__)
 """
-CANARY_WHAT = f"import vllm; a config for {MODEL} (EngineArgs.create_engine_config)"
+CANARY_WHAT = "import vllm; a tiny model's engine config (EngineArgs.create_engine_config)"
 
 
 class EnvironmentStop(PortStopped):

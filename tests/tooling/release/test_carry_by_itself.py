@@ -26,7 +26,8 @@ from ..fixtures.autocase import (
     make_offset_queue,
     make_partly_fixable_queue,
 )
-from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carry import carry as carry_with_proving
+from ..fixtures.carry import wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
 
 
@@ -67,13 +68,18 @@ def partly_fixable_case(tmp_path, auto_releases, monkeypatch):
     yield from _project(tmp_path, auto_releases, monkeypatch, make_partly_fixable_queue)
 
 
+def carry(project, wheels, *extra: str, expect: int = 0):  # noqa: F811
+    """``carry`` with the gate alone: what is taken here is taken before any patch is proven."""
+    return carry_with_proving(project, wheels, "--no-prove", *extra, expect=expect)
+
+
 def _written(project, name: str) -> str:
     return (project.root / "patches" / NEW_NAME / name).read_text()
 
 
 def test_an_import_block_conflict_goes_through_by_itself(imports_case, wheels):  # noqa: F811
     """Upstream moved LogitsProcessor's import beside the patch's: both sides' imports, sorted."""
-    out = json.loads(carry(imports_case, wheels, "--json").output)
+    out = json.loads(carry(imports_case, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     [row] = out["by_themselves"]
     assert (row["name"], row["how"], row["gate"]) == ("0001-backend-import.patch", "imports merged", "ok")
@@ -105,7 +111,7 @@ def test_import_merging_turned_off_stops_at_the_conflict(imports_case, wheels): 
 
 
 def test_a_hunk_with_its_whole_context_at_an_offset_goes_in_where_3_way_conflicts(offset_case, wheels):  # noqa: F811
-    out = json.loads(carry(offset_case, wheels, "--json").output)
+    out = json.loads(carry(offset_case, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     [row] = out["by_themselves"]
     assert (row["name"], row["how"], row["gate"]) == ("0001-own-gather.patch", "offset", "ok")
@@ -127,7 +133,7 @@ def test_offset_placement_turned_off_stops_at_the_conflict(offset_case, wheels):
 
 
 def test_what_ruff_fixes_by_itself_is_fixed_and_listed_with_each_change(fix_case, wheels):  # noqa: F811
-    out = json.loads(carry(fix_case, wheels, "--json").output)
+    out = json.loads(carry(fix_case, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     [row] = out["by_themselves"]
     assert (row["name"], row["how"], row["gate"]) == ("0001-labels.patch", "exact", "ok")
@@ -157,7 +163,7 @@ def test_a_fix_changing_the_program_stays_out_and_the_stop_lists_the_fixes(partl
     # the user fixes what is left: the fixers' changes are listed with the resolution
     (tree / LABELS).write_text((tree / LABELS).read_text().replace("import os as os", "import os"))
     git.run(tree, "add", LABELS)
-    out = json.loads(carry(partly_fixable_case, wheels, "--json").output)
+    out = json.loads(carry(partly_fixable_case, wheels, "--json").stdout)
     assert out["carried"]
     [row] = out["by_themselves"]
     assert row["how"] == "resolved" and len(row["did"]) == 3

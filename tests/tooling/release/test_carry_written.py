@@ -44,7 +44,7 @@ def _at_0003(project, wheels) -> None:  # noqa: F811
 def test_an_uncommitted_fix_in_a_tree_does_not_make_the_queue_carried(gproject, wheels):  # noqa: F811
     _at_0003(gproject, wheels)
     fix_square(_tree(gproject))
-    assert json.loads(carry(gproject, wheels, "--json").output)["carried"]
+    assert json.loads(carry(gproject, wheels, "--json").stdout)["carried"]
     # the queue file says mul() again (edited by hand); a tree of it has the fix, not committed
     patch = gproject.root / "patches" / NEW_NAME / "0003-use-mul.patch"
     patch.write_text(patch.read_text().replace("+    return product(a, a)", "+    return mul(a, a)"))
