@@ -2,17 +2,22 @@
 
 The gate case (``fixtures/gatecase.py``): 0002 conflicts on v9.10.0 and is resolved by hand
 (``product()``, its Verdict changed). A carry aborted and started again replays that resolution
-and its message, says so, and goes on to the next stop; turned off, it stops at 0002 again.
+and its message, says so, and goes on to the next stop; turned off, it stops at 0002 again. The
+same conflict met porting the same queue onto another release (v9.11.0, whose arg_utils.py is
+v9.10.0's) gets the resolution too.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from tkvseam import git
 
 from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
-from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
+from ..fixtures.carrying import NEW_FILES, NEW_NAME, OLD_NAME, carrying_project, git_project, make_releases
+from ..fixtures.upstream import make_release
 from ..fixtures.gatecase import ARG_UTILS, make_gate_queue, resolve_as_product
 
 
@@ -53,3 +58,23 @@ def test_replay_turned_off_stops_at_the_conflict_again(gproject, wheels):  # noq
     _resolved_once_then_aborted(gproject, wheels)
     stop = carry(gproject, wheels, "--no-replay", expect=12).stderr
     assert "stopped at 0002-add-mul.patch: conflict" in stop and "replay: " not in stop
+
+
+def test_the_same_conflict_onto_another_release_replays_the_resolution(tmp_path, monkeypatch, wheels):  # noqa: F811
+    three = {**make_releases(tmp_path / "up"), "v9.11.0": make_release(tmp_path / "up", "9.11.0", NEW_FILES)}
+    with carrying_project(tmp_path, three, monkeypatch) as (project, _):
+        make_gate_queue(project)
+        git_project(project.root)
+        assert "stopped at 0002-add-mul.patch: conflict" in carry(project, wheels, expect=12).stderr
+        resolve_as_product(project.root / "build" / f"port-{NEW_NAME}")
+        carry(project, wheels, expect=12)  # 0002's resolution recorded as it is continued
+        project.cli("pin", "9.11.0")
+        res = project.cli("port", "start", "--base", OLD_NAME, "--to", "v9.11.0", expect=None)
+        assert "stopped at 0002" not in res.stderr
+        status = project.cli("port", "status", "--to", "v9.11.0", "--json").stdout
+        done = {d["name"]: d["status"] for d in json.loads(status)["done"]}
+        assert done["0002-add-mul.patch"] == "resolved"
+        record = json.loads(
+            (project.root / "build" / "port-v9.11.0" / ".git" / "tkv-seam-port-gate.json").read_text()
+        )
+        assert record["0002-add-mul.patch"]["how"] == "replayed"
