@@ -19,6 +19,7 @@ from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW, NEW_NAME, carrying_project, git_project, make_wheels
 from ..fixtures.hintcheck import ROOT, problems
 from ..fixtures.provecase import HEADER_NODE, fix_header_test, make_prove_queue, make_test_venv
+from ..fixtures.queue import message
 
 
 @pytest.fixture
@@ -171,3 +172,30 @@ def test_a_venv_in_which_pytest_cannot_start_is_the_environment_too(pcase, relea
     stop = carry(pcase, wheels, expect=12).stderr
     assert "stopped: environment (not a patch's fault)" in stop and "stopped at" not in stop
     assert "pytest cannot start" in stop and "unrecognized arguments: --timeout" in stop
+
+
+GUARD = "tests/test_guard_env.py"
+GUARD_TEXT = (
+    'import os\n\n\ndef test_needs_env():\n    assert os.environ.get("TKV_SEAM_NO_SUCH_SETUP") == "1"\n'
+)
+
+
+@pytest.fixture
+def guard_case(tmp_path, releases, monkeypatch):  # noqa: F811
+    """0001 adds a Guard that no venv here passes, stock's neither (it needs a setup none has)."""
+    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+        project.apply()
+        guard = f"Tests: tests/test_math.py::test_add\nGuard: {GUARD}::test_needs_env"
+        project.commit_in_tree(
+            GUARD, GUARD_TEXT, message("env-guard").replace("Tests: tests/test_math.py::test_add", guard)
+        )
+        project.refresh()
+        git_project(project.root)
+        yield project
+
+
+def test_a_guard_that_fails_on_stock_too_is_the_environment_not_the_patch(guard_case, releases, wheels):  # noqa: F811
+    make_test_venv(guard_case.root, NEW_NAME, releases[NEW_NAME].tarball)  # vLLM imports: the canary passes
+    stop = carry(guard_case, wheels, expect=12).stderr
+    assert "stopped: environment (not a patch's fault)" in stop and "stopped at" not in stop
+    assert f"1 test(s) fail on stock too: {GUARD}::test_needs_env" in stop
