@@ -39,6 +39,10 @@ PLANNER_MODULE = os.environ.get(PLANNER_ENV, "")
 if not PLANNER_MODULE:
     pytest.fail(f"{PLANNER_ENV} is unset: run this through `make plugin BASE={BASE}`", pytrace=False)
 
+# Bases whose worker takes a new elastic EP worker's receive (`prepare_new_worker`) for a weight
+# replacement (backend-lifecycle-hooks on v0.33.0, and the bases carried from its queue).
+ELASTIC_RECEIVE_IS_A_REPLACEMENT = BASE not in ("v0.31.0", "v0.32.0")
+
 # Scripts that check independent things run each part through ``attempt`` so one
 # failing part still reports the others.
 ATTEMPT = """
@@ -331,6 +335,18 @@ def layer_views(kv, layers=None):
     return views
 
 
+# [name, first byte, end byte] of every layer's cache as the worker allocates it.
+def byte_spans(kv):
+    caches = allocate_kv_cache(kv, torch.device("cpu"), resolve_kv_cache_layout(config, [supported], specs))
+    raw = next(iter(caches.values())).untyped_storage().data_ptr()
+    spans = []
+    for name, cache in caches.items():
+        first = cache.data_ptr() - raw
+        extent = sum((size - 1) * stride for size, stride in zip(cache.shape, cache.stride())) + 1
+        spans.append([name, first, first + extent * cache.element_size()])
+    return spans
+
+
 fused["views"] = None if fused_pages else layer_views(fused_kv)
 fused["own_widths"] = {name: mixed[name].slot_size_bytes for name in names}
 
@@ -385,11 +401,24 @@ skip_first = {names[0]: skipped, **{name: mixed[name] for name in names[1:]}}
 hybrid["skipped_first"] = plan_hybrid(skip_first)
 if "raised" not in hybrid["skipped_first"] and not fused_pages:
     hybrid["skipped_first"]["views"] = layer_views(plan(skip_first, 256 << 20), names[1:])
-# The last layer kept at the model's dtype (--kv-cache-dtype-skip-layers of the last layer, or a
-# draft model of a built-in dtype after the target's layers): the plugin's merge, called on
-# every spec by upstream's uniformity check, raises AttributeError on the stock spec.
+# The plugin's layers first and a layer of the model's dtype after them: a last layer kept by
+# --kv-cache-dtype-skip-layers, or a non-MLA EAGLE draft of a built-in dtype (its layers come after
+# the target's, numbered on from them). The plugin's merge reads `per_layer_offsets` of every spec.
 skip_last = {**{name: mixed[name] for name in names[:-1]}, names[-1]: skipped}
-hybrid["skipped_last"] = plan_hybrid(skip_last)
+draft = {**mixed, f"model.layers.{len(names)}.self_attn.attn": dataclasses.replace(skipped, is_draft=True)}
+for key, specs_by_name in (("skipped_last", skip_last), ("draft", draft)):
+    hybrid[key] = plan_hybrid(specs_by_name)
+    if "raised" not in hybrid[key] and not fused_pages:
+        kv = plan(specs_by_name, 256 << 20)
+        plugin_layers = [name for name, spec in specs_by_name.items() if spec is mixed.get(name)]
+        hybrid[key].update(
+            plugin_layers=plugin_layers,
+            views=layer_views(kv, plugin_layers),
+            spans=byte_spans(kv),
+            num_blocks=kv.num_blocks,
+            bytes_per_block=sum(spec.page_size_bytes for spec in specs_by_name.values()),
+        )
+# One width and the stock layer last: planned as one group at the sum of the pages.
 uniform_skip_last = {**{name: layer_specs[name] for name in names[:-1]}, names[-1]: skipped}
 try:
     kv = plan(uniform_skip_last, 256 << 20)
@@ -471,6 +500,75 @@ emit(groups=predicted_groups(worker), names=list(specs), import_error=import_err
 """
 
 
+# turbo-attn 0.70.1 folds a scale into each layer's o_proj weight at the layer's first use
+# (`_ensure_one_time_init` -> `maybe_fold_o_proj_for_instance` -> `fold_o_proj_weight`), not at
+# load, and latches the fold on the o_proj module (`_tkv_o_proj_folded`). A new elastic EP worker
+# receives a running worker's weights (`prepare_new_worker`), folded, but not the latch. Here the
+# plugin's own fold on a toy o_proj, then the seam's answer to the scale-up with TURBO_ATTN named.
+ELASTIC_FOLD = """
+import traceback
+from types import SimpleNamespace
+
+import torch
+
+from tkv.runtime.oproj_fold import fold_o_proj_weight
+from vllm.plugins import load_general_plugins
+from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+load_general_plugins()
+
+HEADS, HEAD_SIZE, HIDDEN = 2, 16, 32
+generator = torch.Generator().manual_seed(0)
+rotation, _ = torch.linalg.qr(torch.randn(HEAD_SIZE, HEAD_SIZE, generator=generator))
+ops = SimpleNamespace(v_per_channel_scale=torch.rand(HEAD_SIZE, generator=generator) + 0.5, v_R_inv=rotation)
+checkpoint = torch.randn(HIDDEN, HEADS * HEAD_SIZE, generator=generator)
+
+
+def o_proj(weight):
+    layer = torch.nn.Linear(HEADS * HEAD_SIZE, HIDDEN, bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+    return layer
+
+
+def fold(layer):
+    return fold_o_proj_weight(layer, ops=ops, num_heads=HEADS, head_size=HEAD_SIZE, gated=False)[1]
+
+
+sender = o_proj(checkpoint)  # a running worker's o_proj, folded at the layer's first use
+statuses = [fold(sender)]
+folded = sender.weight.detach().clone()
+statuses.append(fold(sender))  # the latch: a second fold of the same module changes nothing
+receiver = o_proj(torch.zeros_like(checkpoint))  # a new worker's, loaded with dummy weights
+with torch.no_grad():
+    receiver.weight.copy_(sender.weight)  # what prepare_new_worker receives
+latched = getattr(receiver, "_tkv_o_proj_folded", False)
+statuses.append(fold(receiver))  # the receiving worker's first use of the layer
+fold_once = (sender.weight - folded).abs().max().item()
+fold_twice = (receiver.weight - sender.weight).abs().max().item()
+
+received = []
+try:
+    from vllm.v1.worker import gpu_worker
+
+    worker = object.__new__(gpu_worker.Worker)
+    worker.vllm_config = SimpleNamespace(attention_config=SimpleNamespace(backend=AttentionBackendEnum.TURBO_ATTN))
+    worker.elastic_ep_executor = SimpleNamespace(execute=lambda method, *args, **kwargs: received.append(method))
+    gpu_worker.Worker.elastic_ep_execute(worker, "prepare_new_worker")
+    scale_up = None
+except Exception as e:
+    scale_up = [type(e).__name__, str(e)]
+emit(
+    statuses=statuses,
+    latched=latched,
+    fold_once=fold_once,
+    fold_twice=fold_twice,
+    scale_up=scale_up,
+    received=received,
+)
+"""
+
+
 def _ok(part: dict) -> dict:
     assert "error" not in part, part["error"]
     return part["ok"]
@@ -492,6 +590,7 @@ def shared(tmp_path_factory):
                 [str(model_n), json.dumps(MIXED_BITS), json.dumps(CONTROL_BITS), PLANNER_MODULE],
             ),
             ("ring_prediction", RING_PREDICTION, [str(model)]),
+            ("elastic_fold", ELASTIC_FOLD, []),
         ],
         tmp_path,
     )
@@ -666,6 +765,31 @@ def test_hybrid_model_of_mixed_widths_plans_without_a_fused_spec(shared):
         assert sorted(name for layers, _ in groups for name in layers if name in names) == names, hybrid
 
 
+@pytest.mark.parametrize("case", ["skipped_last", "draft"])
+def test_plugin_layers_before_a_layer_of_the_models_dtype_plan_apart(shared, case):
+    """The plugin's mixed-width layers first, then a stock `FullAttentionSpec` of the model's
+    dtype: a last layer kept by --kv-cache-dtype-skip-layers, or a non-MLA EAGLE draft with
+    `"kv_cache_dtype": "auto"` (numbered on from the target). The plugin's merge raises
+    AttributeError on the stock spec; where the planner takes that for "not uniform" every layer
+    is planned at its own page, at the capacity of the bytes per block, in bytes of its own."""
+    result = part(shared, "planning")
+    planned, names = result["hybrid"][case], result["spec"]["names"]
+
+    if result["fused"]["fused_pages"]:  # v0.31.0, v0.32.0: equal specs of other pages are refused
+        assert planned.get("raised") == "NotImplementedError", planned
+        return
+    stock = names[-1] if case == "skipped_last" else f"model.layers.{len(names)}.self_attn.attn"
+    plugin_layers = names[:-1] if case == "skipped_last" else names
+    (group,) = planned["groups"]
+    assert sorted(group[0]) == sorted([*plugin_layers, stock]) and group[1] == 1, planned
+    assert planned["plugin_layers"] == plugin_layers, planned
+    _assert_own_views(planned["views"], result["fused"]["own_widths"], plugin_layers)
+    assert planned["num_blocks"] == (256 << 20) // planned["bytes_per_block"], planned
+    spans = sorted((first, end, name) for name, first, end in planned["spans"])
+    assert sorted(name for *_, name in spans) == sorted([*plugin_layers, stock]), planned
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), planned
+
+
 def test_mixed_widths_beside_a_skipped_layer_are_refused_or_planned_apart(shared):
     """A first layer at the model's dtype (kept by --kv-cache-dtype-skip-layers) beside the
     plugin's layers of mixed widths, whose specs compare equal: where the seam plans fused
@@ -718,6 +842,32 @@ def test_recent_ring_predicts_the_kv_cache_groups_where_the_planner_has_not_move
     else:
         assert result["import_error"] is None, result
         assert result["groups"] == [result["names"]], result
+
+
+def test_elastic_scale_up_with_the_plugins_lazy_fold_is_refused(shared):
+    """turbo-attn 0.70.1's own fold on a toy o_proj: folded once on a running worker (a second
+    fold of that module is a no-op: the latch), its weight received by a new elastic EP worker
+    without the latch is folded again at that worker's first use, a doubly rotated o_proj (no
+    error). The plugin's backend edits weights after load and implements no
+    on_weights_replaced, so where the seam treats the receive as a weight replacement
+    (backend-lifecycle-hooks) the scale-up is refused before anything is received."""
+    result = part(shared, "elastic_fold")
+
+    assert result["statuses"] == ["folded", "folded", "folded"], result
+    assert result["fold_once"] == 0.0, result
+    assert result["latched"] is False, result
+    assert result["fold_twice"] > 0.05, result
+    if not ELASTIC_RECEIVE_IS_A_REPLACEMENT:
+        return
+    assert result["received"] == [], result
+    assert result["scale_up"] == [
+        "RuntimeError",
+        "Attention backend TkvAttentionBackend implements on_model_loaded and "
+        "on_draft_model_loaded but not on_weights_replaced, so it cannot be told that an "
+        "elastic EP scale-up replaces the model weights; refusing to replace them. Use a "
+        "release of the backend's plugin that implements on_weights_replaced, or restart "
+        "the engine at the new data parallel size.",
+    ], result
 
 
 def test_tkv_bypass_serves_the_models_own_kv(tmp_path):
