@@ -405,7 +405,9 @@ if "raised" not in hybrid["skipped_first"] and not fused_pages:
 # --kv-cache-dtype-skip-layers, or a non-MLA EAGLE draft of a built-in dtype (its layers come after
 # the target's, numbered on from them). The plugin's merge reads `per_layer_offsets` of every spec.
 skip_last = {**{name: mixed[name] for name in names[:-1]}, names[-1]: skipped}
-draft = {**mixed, f"model.layers.{len(names)}.self_attn.attn": dataclasses.replace(skipped, is_draft=True)}
+# (a draft's spec says so where specs have the field: v0.33.0's is_draft)
+draft_fields = {"is_draft": True} if "is_draft" in {f.name for f in dataclasses.fields(skipped)} else {}
+draft = {**mixed, f"model.layers.{len(names)}.self_attn.attn": dataclasses.replace(skipped, **draft_fields)}
 for key, specs_by_name in (("skipped_last", skip_last), ("draft", draft)):
     hybrid[key] = plan_hybrid(specs_by_name)
     if "raised" not in hybrid[key] and not fused_pages:
