@@ -70,12 +70,11 @@ endif
 usage = { echo "$(1)" >&2; $(call usage_json,$(1)) exit 2; }
 
 # The lanes make runs itself (tooling, series, image) run through `tkv-seam seamtest lane`: skipped
-# when they passed before with the same inputs (build/passes/; FRESH=1 runs them), what each reads
-# named here. The seam lanes (`seamtest all`) key their own jobs.
+# when they passed before with the same inputs (build/passes/; FRESH=1 runs them). A key holds every
+# project file but docs/, README.md, LICENSE and .github/ (docs/tests.md), which only the tooling
+# lane's tests read: it names them. The seam lanes (`seamtest all`) key their own jobs.
 lane = $(call sh,$(TOOL)) seamtest lane
-tooling_reads := scripts tests bench docs README.md Makefile bases.toml pyproject.toml ci .ci .github Dockerfile
-series_reads := tests/series tests/conftest.py tests/__init__.py bases.toml pyproject.toml
-image_reads := tests/image tests/conftest.py tests/__init__.py bases.toml pyproject.toml Dockerfile
+tooling_reads := docs README.md LICENSE .github
 .PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
         seam-full seam-full-cuda upstream plugin differential bench times image standin port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows lock-cpu seam-table retire carry
@@ -190,12 +189,12 @@ test-tooling: venv ## The queue's own tests (synthetic bases, offline; on every 
 	$(lane) tooling $(foreach r,$(tooling_reads),--reads $(r)) -- $(call sh,$(VENV))/bin/python tests/tooling/run_all.py
 
 test-series: apply ## The real series: footprint, forbidden names, quilt push -a, git am | BASE=<base> FRESH=1
-	$(lane) series --base $(BASE) $(foreach r,$(series_reads),--reads $(r)) -- \
+	$(lane) series --base $(BASE) -- \
 	  env BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q tests/series
 
 test-image: apply ## The overlay image on stand-in bases, a push to a local registry (needs dockerd, docker-registry; CI has both) | BASE=<base> DOCKER_HOST=<socket> FRESH=1
 	$(lane) image --base $(BASE) --plugin --env DOCKER_HOST --env TKV_SEAM_REQUIRE_DOCKER \
-	  $(foreach r,$(image_reads),--reads $(r)) -- env BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q -rs tests/image
+	  -- env BASE=$(BASE) $(call sh,$(VENV))/bin/python -m pytest -q -rs tests/image
 
 test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream no-regression, plugin, differential (one schedule, both cores; jobs that passed with the same inputs skipped) | BASE=<base> TKV_SEAM_JOBS=<n> FRESH=1
 	$(call sh,$(TOOL)) seamtest all --base $(BASE)

@@ -319,11 +319,12 @@ class Times(Answer):
 def seamtest_times(ctx: Context, as_json):
     """Each lane step's last measured run (not a cached one): seconds, load, cores, date."""
     from ..bases.pins import load_bases
-    from ..seamtest.passes import read_timings
+    from ..seamtest.passes import PassBook, read_timings
 
     known = load_bases(ctx.bases_file, ctx.root)
     last: dict = {}
-    for path in [layout.passes(ctx.root, name) / "timings.jsonl" for name in [None, *known]]:
+    books = [PassBook(ctx.root, name) for name in [None, *known]]
+    for path in [book.dir / "timings.jsonl" for book in books if book.linked is None]:
         for row in read_timings(path):
             if not row.get("cached"):
                 last[(str(row.get("base") or ""), row["name"])] = row

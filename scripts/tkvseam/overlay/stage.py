@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 from .. import git, hints
 from ..answer import Answer, plain
 from ..errors import BusyError, SeamError, UsageError, VerifyError
-from ..lock import locked, tree_lock_path
+from ..lock import locked, tree_lock_path, venv_locked
 from ..outputs import replace_output_dir, seal_output_dir
 from ..progress import QUIET, Progress
 from ..queue.footprint import PACKAGE_PREFIX
@@ -194,11 +194,13 @@ def install_commit(
     restore: bool = False,
 ) -> Installed:
     """Stage ``commit`` of the build tree into ``stage_dir`` and install it into ``python``'s venv,
-    holding the stage's lock (two installs take turns). ``others``: see ``install_into_venv``.
+    holding the stage's lock and the venv's (``lock.venv_locked``: a seam lane running its tests
+    in that venv holds it; two installs take turns). ``others``: see ``install_into_venv``.
     ``restore``: the commit is the pristine base, put back (said as restored)."""
     with locked(tree_lock_path(stage_dir), str(stage_dir), progress):
-        stage(tree, paths, stage_dir, commit)
-        done = install_into_venv(python, stage_dir, own_venv, rerun, others)
+        with venv_locked(Path(os.path.abspath(python)).parent.parent, progress):
+            stage(tree, paths, stage_dir, commit)
+            done = install_into_venv(python, stage_dir, own_venv, rerun, others)
     done.restored = restore
     return done
 

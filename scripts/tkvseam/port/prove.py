@@ -104,7 +104,8 @@ def prove_patch(
             estimate=40.0,
             plugins=VLLM_TESTS_PLUGINS,
         )
-        result = runner.run([job])[job.label]
+        with runner.held():  # the venv as a seam lane holds it: no overlay install beside
+            result = runner.run([job])[job.label]
     except SeamError as e:
         if e.message.startswith("pytest could not run"):
             log = work / "logs" / f"prove-{k:02d}.log"

@@ -1,16 +1,19 @@
 """A lane that is one command (``make``'s tooling, series and image lanes): run it unless it
 passed before with the same inputs.
 
-``tkv-seam seamtest lane <name> --reads <path>... [--base <b>] [--env <VAR>]... -- <command>``:
-the key (``passes``) is a digest of the tool's source, the files the command reads
-(``--reads``), the command line, the interpreter, the variables named by ``--env`` (the
-image lane's Docker engine) and, with ``--base``, the base's sdist, lock and test venv, its own
-queue and the build tree's tree id (the full series as applied) and, with ``--plugin``, the base's plugin
-pin. A recorded pass: the command is not run and the lane says ``cached pass from <time>``.
-Otherwise it runs (its output as it is; a heartbeat every 10 s on stderr) and, when it exits 0,
-its pass is recorded; a failure or a kill records nothing, and neither does a pytest run whose
-tests all skipped (tests/conftest.py writes the counts to ``$TKV_SEAM_LANE_COUNTS``): a skip is
-no pass.
+``tkv-seam seamtest lane <name> [--reads <path>]... [--base <b>] [--env <VAR>]... -- <command>``:
+the key (``passes``) is a digest of the tool's source, every project file the command can read
+(``keys.project``: all of them but ``build/``, venvs, bytecode and ``keys.NOT_READ``, of which
+``--reads`` names those the command does read), the command line, the interpreter, the installed
+state of every venv the command names (``.venv/bin/python``: ``keys.venv_state``), the variables
+named by ``--env`` (the image lane's Docker engine) and, with ``--base``, the base's sdist and
+lock, its own queue and the build tree's tree id (the full series as applied) and, with
+``--plugin``, the base's plugin pin. A recorded pass: the command is not run and the lane says
+``cached pass from <time>``. Otherwise it runs (its output as it is; a heartbeat every 10 s on
+stderr) and, when it exits 0 and its key is still the one it started with (nothing it reads
+changed meanwhile), its pass is recorded; a failure removes the pass recorded under its key, a
+kill records nothing, and neither does a pytest run whose tests all skipped
+(tests/conftest.py writes the counts to ``$TKV_SEAM_LANE_COUNTS``): a skip is no pass.
 """
 
 from __future__ import annotations
@@ -58,12 +61,26 @@ class CommandLane:
                     hint=hints.tool("seamtest", "lane", "--help"),
                 )
 
+    def venvs(self) -> list[Path]:
+        """The venvs the command names (a word that is a file inside one: ``.venv/bin/python``)."""
+        found = []
+        for word in self.command:
+            path = Path(word) if os.sep in word else None
+            if path is None or not path.is_file():
+                continue
+            venv = Path(os.path.abspath(path)).parent.parent
+            if (venv / "pyvenv.cfg").is_file() and venv not in found:
+                found.append(venv)
+        return found
+
     def key(self) -> str:
         parts = {
-            "tool": keys.tool_source(),
+            "tool": keys.files(Path(keys.__file__).resolve().parents[2], ["tkvseam"]),
+            "project": keys.project(self.root, self.reads),
             "reads": keys.files(self.root, self.reads),
             "command": self.command,
             "interpreter": [sys.version, keys.interpreter(Path(sys.executable))],
+            "venvs": {str(v): keys.venv_state(v) for v in self.venvs()},
             "env": {name: os.environ.get(name) for name in self.env},
         }
         if self.base is not None:
@@ -113,11 +130,18 @@ class CommandLane:
             say(f"lane {self.name}{where}: no test ran ({skipped} skipped); nothing recorded")
         elif code == 0:
             data = {"skipped": skipped} if skipped else None
-            recorded = book.record(self.name, key, clock.seconds, data) is not None
-            note = "recorded" if recorded else f"not recorded: {book.dir} is not writable as records"
+            if self.key() != key:
+                note = "not recorded: what it reads changed while it ran; the next run runs it again"
+            elif book.record(self.name, key, clock.seconds, data) is not None:
+                note = "recorded"
+            elif book.linked is not None:
+                note = f"not recorded: {book.linked} is a symlink (records are never kept through one)"
+            else:
+                note = f"not recorded: {book.dir} is not writable as records"
             also = f", {skipped} skipped" if skipped else ""
             say(f"lane {self.name}{where}: passed in {took(clock.seconds)}{also} ({note})")
         else:
+            book.forget(self.name, key)
             spent = took(clock.seconds)
             say(f"lane {self.name}{where}: FAILED (exit {code}) after {spent}; nothing recorded")
         return LaneRun(self.name, code, round(clock.seconds, 1), None)

@@ -1,7 +1,9 @@
 """What passed: one record per lane (or lane step) that passed, keyed by a digest of what it read.
 
 A record is written (atomically, once the lane's verdict is in) only for a step that passed;
-a failed or interrupted step writes nothing, so the next run runs it again. A run finds a step's
+a failed or interrupted step writes nothing, so the next run runs it again, and a step that ran
+and failed removes the pass recorded before under its key (``FRESH=1`` failing, then a plain
+run: it runs again). A run finds a step's
 record by its key and skips the step, saying ``cached pass from <time>``; ``FRESH=1`` (the
 environment; ``.ci/run`` sets it) or ``--fresh`` runs every step and records it anew.
 
@@ -9,11 +11,12 @@ The records live under the project's ``build/passes/`` (``layout.passes``): one 
 base and ``project/`` for what no base owns (the tooling lane), one JSON file per step and key.
 Each record keeps the step's wall time, the machine's load and core count and the date:
 ``timings.jsonl`` beside them holds one line per step run or skipped, the timing record the
-docs' figures come from (``tkv-seam seamtest times``).
+docs' figures come from (``tkv-seam seamtest times``). Records are never read or written through
+a symlink below ``build/`` (``build/passes`` or ``build/passes/<base>`` a link: no record).
 
-The key's parts (``keys``): the tool's own source, the files the step runs, the patched tree's
-tree id at the step's prefix, the base's sdist sha256, the venv lock, the interpreter (the
-venv's ``pyvenv.cfg``) and, where the plugin is loaded, the plugin pin.
+The key's parts (``keys``): the tool's own source, the project's files (every one a step can
+reach), the patched tree's tree id at the step's prefix, the base's sdist sha256, the venv
+lock, the venv's installed state and, where the plugin is loaded, the plugin pin.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import layout
+from ..errors import UsageError
 from ..fsutil import atomic_write
+from ..outputs import symlink_on_the_way
 
 #: Bump when what a record means changes.
 FORMAT = 1
@@ -39,8 +44,24 @@ KEEP = 4
 FRESH_ENV = "FRESH"
 
 
+#: The one spelling of a yes/no variable (FRESH here; the Makefile's PROVE, FRESH, JSON, FORCE alike).
+ON, OFF = ("1", "on", "yes", "true"), ("", "0", "off", "no", "false")
+
+
+def switch(name: str, value: str | None) -> bool:
+    """``value`` of the yes/no variable ``name``: 1/on/yes/true or 0/off/no/false (any case;
+    unset or empty: off); anything else is a usage error (exit 2)."""
+    word = (value or "").strip().lower()
+    if word in ON or word in OFF:
+        return word in ON
+    raise UsageError(
+        f"{name}={value!r} is neither on nor off (1/on/yes/true or 0/off/no/false, any case)",
+        hint=f"export {name}=1",
+    )
+
+
 def fresh_from_env() -> bool:
-    return os.environ.get(FRESH_ENV, "").strip().lower() in ("1", "yes", "true")
+    return switch(FRESH_ENV, os.environ.get(FRESH_ENV))
 
 
 def digest(parts) -> str:
@@ -92,14 +113,21 @@ class PassBook:
     def dir(self) -> Path:
         return layout.passes(self.root, self.base)
 
+    @property
+    def linked(self) -> Path | None:
+        """The symlink on the way to the records below ``build/`` (``build/passes``,
+        ``build/passes/<base>``), or None: through one, no record is read or written."""
+        return symlink_on_the_way(layout.build(self.root), self.dir)
+
     def _file(self, name: str, key: str) -> Path:
         return self.dir / f"{_safe(name)}-{key[:24]}.json"
 
     def lookup(self, name: str, key: str) -> Record | None:
         """The recorded pass of ``name`` under ``key``; None when fresh or none was recorded.
-        A record that is not a regular file the tool wrote (a symlink, a directory) or whose
-        fields are not what ``record`` writes counts as none: the step runs again."""
-        if self.fresh:
+        A record that is not a regular file the tool wrote (a symlink, a directory), one reached
+        through a symlink below ``build/``, or whose fields are not what ``record`` writes counts
+        as none: the step runs again."""
+        if self.fresh or self.linked is not None:
             return None
         data = _read_record(self._file(name, key))
         if data is None or data.get("format") != FORMAT or data.get("key") != key or data.get("name") != name:
@@ -123,13 +151,26 @@ class PassBook:
             "machine": machine(),
             "data": rec.data,
         }
+        if self.linked is not None:
+            return None
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+            if self.linked is not None:  # made a link meanwhile
+                return None
             atomic_write(self._file(name, key), json.dumps(body, sort_keys=True) + "\n")
         except OSError:
             return None
         self._drop_old(name, key)
         return rec
+
+    def forget(self, name: str, key: str) -> None:
+        """``name`` ran under ``key`` and did not pass: remove its record under that key."""
+        if self.linked is not None:
+            return
+        path = self._file(name, key)
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(path.lstat().st_mode):
+                path.unlink()
 
     def _drop_old(self, name: str, key: str) -> None:
         """Remove all but the newest ``KEEP`` records of ``name``: only regular files named as
@@ -162,6 +203,8 @@ class PassBook:
             **machine(),
         }
         text = json.dumps(line, sort_keys=True) + "\n"
+        if self.linked is not None:
+            return
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(
@@ -179,6 +222,8 @@ class PassBook:
     def last_seconds(self, name: str) -> float | None:
         """How long ``name`` took when it last ran (not skipped), from the timing record."""
         found = None
+        if self.linked is not None:
+            return None
         for row in read_timings(self.dir / "timings.jsonl"):
             if row["name"] == name and not row.get("cached"):
                 found = float(row["seconds"])

@@ -13,6 +13,13 @@ files by rename, so a slot's overlaid files never touch another slot's). Each
 slot runs one job at a time; the longest jobs start first (the previous run's
 wall times, else the lane's estimate).
 
+Nothing changes under a run: ``run_lanes`` holds the work directory (its slots, stages, test
+roots) and the test venv (``lock.venv_locked``: the file uv locks too) from the first key it
+reads to the last pass it records, so an overlay install or restore, another lane or a second
+``make test`` on the same venv waits for it (``TKV_SEAM_LOCK_TIMEOUT``, then exit 10). What a
+key holds of the project and of the venv is read again at the end: a pass is recorded only
+when it is what the run started from.
+
 Bytecode: ``uv`` installs the venv without ``.pyc`` files. Test processes may
 write them (the first one that imports a module compiles it once for every
 later process of that slot), which more than halves the start-up of
@@ -47,7 +54,7 @@ from ..progress import QUIET, Progress, eta, heartbeat, took
 from ..queue.series import read_series
 from ..tree.seamtree import SeamTree
 from ..tree.state import Kind
-from . import keys
+from . import inputs, keys
 from .outcomes import read_rows
 from .passes import PassBook, digest
 
@@ -133,6 +140,9 @@ class Runner:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _installed: dict[int, str] = field(default_factory=dict, repr=False)
     _keys: dict[str, str] = field(default_factory=dict, repr=False)  # job label -> key at its start
+    _inputs: dict | None = field(default=None, repr=False)  # what the keys hold of project and venv
+    _slots_checked: set[int] = field(default_factory=set, repr=False)
+    _hashes: keys.HashCache | None = field(default=None, repr=False)
 
     # -- the series -----------------------------------------------------------
 
@@ -141,7 +151,9 @@ class Runner:
         """A runner on the build tree ``tree``: its series and commits read and checked."""
         base = args[3] if len(args) > 3 else kw["base"]
         state = SeamTree(tree, root).require(Kind.APPLY, base.name, "the seam tests")
-        patches = read_series(root, base.queue, base.name).load()
+        series = read_series(root, base.queue, base.name)
+        inputs.require_queue(root, tree, base.name, state, series.file_digests())
+        patches = series.load()
         again = hints.rerun("apply", root, base.name, tree)
         commits = git.commits_after(tree, state.base_commit)
         if len(commits) != len(patches):
@@ -164,23 +176,24 @@ class Runner:
     # -- slots ------------------------------------------------------------------
 
     def slot_python(self, i: int) -> Path:
-        """The python of slot ``i``; slot i > 0 is (re)made as a hard-linked copy of slot 0's venv."""
+        """The python of slot ``i``; slot i > 0 is a hard-linked copy of slot 0's venv, (re)made
+        when what it holds is not what slot 0 holds (``keys.venv_state``: once per run)."""
         if i == 0:
             return self.python
         venv = self.python.parent.parent
         dest = self.work / "venvs" / f"slot-{i}"
-        stamp = dest / ".tkv-seam-slot"
-        cfg = (venv / "pyvenv.cfg").stat()
-        identity = f"{venv.resolve()} {cfg.st_ino} {cfg.st_mtime_ns}\n"
-        if not (stamp.exists() and stamp.read_text() == identity):
-            self.progress.step(f"slot {i}: hard-linked copy of {venv} in {dest}")
-            shutil.rmtree(dest, ignore_errors=True)
-            tmp = dest.with_name(dest.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["cp", "-al", str(venv), str(tmp)], check=True)
-            (tmp / ".tkv-seam-slot").write_text(identity)
-            tmp.rename(dest)
+        if i not in self._slots_checked:
+            want = self.inputs()["venv"]
+            if not (dest / ".tkv-seam-slot").is_file() or self.venv_state(dest) != want:
+                self.progress.step(f"slot {i}: hard-linked copy of {venv} in {dest}")
+                shutil.rmtree(dest, ignore_errors=True)
+                tmp = dest.with_name(dest.name + ".tmp")
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                subprocess.run(["cp", "-al", str(venv), str(tmp)], check=True)
+                (tmp / ".tkv-seam-slot").write_text(f"{venv.resolve()}\n")
+                tmp.rename(dest)
+            self._slots_checked.add(i)
         return dest / "bin" / self.python.name
 
     def install(self, slot: int, commit: str) -> None:
@@ -238,7 +251,7 @@ class Runner:
                 # the base under test, for the project's tests that differ per base (tests/plugin,
                 # tests/differential); set here, not inherited from make's command line
                 "BASE": self.base.name,
-                "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+                "PYTHONPATH": str(inputs.SCRIPTS),
                 # humming (a vLLM dependency) starts two background CUDA builds per
                 # importing process; on CPU they only fail, outlive the process and
                 # double the load of every test run.
@@ -295,19 +308,39 @@ class Runner:
     def _tree_id(self, commit: str) -> str:
         return git.rev_parse(self.tree, f"{commit}^{{tree}}")
 
+    def venv_state(self, venv: Path) -> str:
+        """``keys.venv_state`` of a slot's venv, the overlay's files left out (the installer checks them)."""
+        if self._hashes is None:
+            self._hashes = keys.HashCache(self.work / "venv-hashes.json")
+        return keys.venv_state(venv, self.paths, self._hashes)
+
+    def inputs(self) -> dict:
+        """What the keys hold of the project and of the test venv (``inputs.read``), as the run
+        found them: read once, at its first key."""
+        if self._inputs is None:
+            self._inputs = inputs.read(self)
+        return self._inputs
+
+    def held(self):
+        """Hold the work directory (slots, stages, roots) and the test venv for the block."""
+        return inputs.held(self)
+
     def job_key(self, job: Job) -> str:
-        """A digest of everything ``job`` reads: the tool, the venv (base, lock, interpreter) with
-        the overlay of ``job.commit`` (its tree id), the test files it runs, its options."""
+        """A digest of everything ``job`` can read: the tool, the venv's installed state with
+        the overlay of ``job.commit`` (its tree id), the pristine base, the project (all of it
+        for a job run in it; what its environment reaches for one run in a test root of the
+        tree, with that root's files), its targets and options."""
         env = dict(job.env)
-        if job.root.commit is None:  # the project's own tests: their directories and conftests
-            dirs = {"/".join(t.split("::", 1)[0].split("/")[:2]) for t in job.targets}
-            tests = keys.files(self.root, [*dirs, "tests/conftest.py", "tests/__init__.py", "pyproject.toml"])
+        inputs = self.inputs()
+        if job.root.commit is None:
+            tests = inputs["project"]
         else:
-            tests = self._tree_id(job.root.commit)
+            tests = [self._tree_id(job.root.commit), inputs["reach"]]
         parts = {
             "tool": keys.tool_source(),
             "base": keys.base_inputs(self.root, self.base),
             "interpreter": keys.interpreter(self.python),
+            "venv": inputs["venv"],
             "pristine": self._tree_id(self.base_commit),
             "overlay": self._tree_id(job.commit),
             "tests": tests,
@@ -338,6 +371,12 @@ class Runner:
         data = {"rows": result.rows, "summary": result.summary}
         key = self._keys.get(result.job.label) or self.job_key(result.job)
         self.passes.record(result.job.label, key, result.seconds, data)
+
+    def forget(self, job: Job) -> None:
+        """``job`` ran and did not pass: a pass recorded before under its key is no longer one."""
+        key = self._keys.get(job.label)
+        if self.passes is not None and key is not None:
+            self.passes.forget(job.label, key)
 
     # -- many jobs ----------------------------------------------------------------
 
@@ -391,6 +430,7 @@ class Runner:
                 try:
                     result = self.run_job(job, slot)
                 except BaseException as e:  # reported after the other slots finish their job
+                    self.forget(job)
                     errors.append(e)
                     return
                 finally:
@@ -450,14 +490,22 @@ def ran_for(ran: list[JobResult]) -> str:
 
 def run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
     """All jobs of ``lanes`` in one schedule (both cores busy across lanes); one report per lane.
-    Each job that passed is recorded (``r.passes``) once every lane's verdict is in; a lane all of
-    whose jobs stood in from records says ``cached pass from <time>``."""
+    The run holds its work directory and test venv throughout (``Runner.held``). Each job that
+    passed is recorded (``r.passes``) once every lane's verdict is in and its inputs are still
+    what the run started from; one that ran and did not pass loses a pass recorded before under
+    its key. A lane all of whose jobs stood in from records says ``cached pass from <time>``."""
+    with r.held():
+        return _run_lanes(r, lanes)
+
+
+def _run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
     per_lane = []
     for lane in lanes:
         jobs = lane.jobs(r)
         lane.labels = [j.label for j in jobs]
         per_lane.append(jobs)
     done = r.run([job for jobs in per_lane for job in jobs]) if any(per_lane) else {}
+    changed = inputs.changed(r) if r.passes is not None else []
     reports = []
     n = len(lanes)
     for i, (lane, jobs) in enumerate(zip(lanes, per_lane), 1):
@@ -467,7 +515,9 @@ def run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
         ran = [res for res in results if not res.cached]
         keep = passed_jobs(lane, r, done, report)
         for res in ran:
-            if res.job.label in keep:
+            if res.job.label not in keep:
+                r.forget(res.job)
+            elif not changed:
                 r.record(res)
         seconds = sum(res.seconds for res in ran)
         if jobs and not ran:
@@ -478,6 +528,14 @@ def run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
                 f", {len(cached)} cached" if cached else ""
             )
         report.notes.insert(0, line + ("" if report.ok else ": FAILED"))
+        if ran and r.passes is not None and r.passes.linked is not None:
+            report.notes.insert(1, f"{lane.name}: nothing recorded: {r.passes.linked} is a symlink")
+        elif ran and changed:
+            report.notes.insert(
+                1,
+                f"{lane.name}: nothing recorded: {', '.join(changed)} changed while the lanes ran "
+                "(the next run runs them again)",
+            )
         if r.passes is not None:
             r.passes.time(f"lane-{lane.name}", seconds, cached=bool(jobs) and not ran, ok=report.ok)
         reports.append(report)

@@ -1,7 +1,7 @@
 """Upstream: vLLM's own test files on stock and on the full series; no failure stock does not show.
 
 One pytest process per side (all files together). The stock side's outcomes are
-a function of the base (its test files), the venv (the lock file, the interpreter), the
+a function of the base (its test files), the venv (the lock file, its installed state), the
 offline HF cache, the tool's source and the run's options alone, so they are cached under
 the tkv-seam cache keyed by a digest of exactly those: stock runs once per machine, and the
 report says when a cached baseline was used; ``FRESH=1`` (``--fresh``) runs it again, as it
@@ -30,17 +30,18 @@ from .. import git
 from ..fsutil import atomic_write
 from . import keys
 from .outcomes import counts, failing
+from .inputs import HF_CONFIGS
 from .runner import VLLM_TESTS_PLUGINS, Job, JobResult, LaneReport, Root, Runner
 
 #: Bump when the way stock outcomes are produced changes (runner options, outcome format).
 #: 2: the ``module_cleanup`` plugin (the baseline key also holds every plugin's source digest).
 #: 3: the ``optimized_bytecode`` plugin.
 #: 4: the tool's source and the venv's interpreter in the key (as every pass record's).
-BASELINE_FORMAT = 4
+#: 5: the venv's installed state (``keys.venv_state``) in the key.
+BASELINE_FORMAT = 5
 #: pytest plugins both sides load (``-p``): whatever they do, stock and patched alike.
 #: ``optimized_bytecode``: upstream's ``python -O`` subprocesses find their bytecode compiled.
 PLUGINS = (*VLLM_TESTS_PLUGINS, "tkvseam.seamtest.optimized_bytecode")
-HF_CONFIGS = "tests/data/hf-configs"
 
 
 @dataclass
@@ -101,6 +102,7 @@ class UpstreamLane:
             "plugins": _plugin_digests(PLUGINS),
             "tool": keys.tool_source(),
             "interpreter": keys.interpreter(r.python),
+            "venv": r.inputs()["venv"],
         }
 
     def cache_file(self, r: Runner) -> Path:

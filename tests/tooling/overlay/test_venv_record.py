@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ..fixtures.pausing import wait_for_text
 from ..fixtures.overlay import KILL_AFTER_FIRST_REPLACE, PATHS, STATE, make_venv, overlay
 from ..fixtures.project import Project
 from ..fixtures.queue import message
@@ -126,26 +127,28 @@ def test_two_installs_from_two_projects_into_one_venv_take_turns(two, venv, tmp_
         PAUSE_FIRST.format(flag=str(flag), reached=str(reached), go=str(go))
     )
 
-    def install(project: Project, *extra: str) -> subprocess.Popen:
+    def install(project: Project, *extra: str, stderr=subprocess.PIPE) -> subprocess.Popen:
         argv = project.argv("overlay", "install", "--base", NAME, "--python", str(venv.python), *extra)
         return subprocess.Popen(
             [sys.executable, "-m", "tkvseam", *argv],
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
             text=True,
         )
 
     first = install(two)  # the full overlay, paused after its first replace
     _wait(lambda: reached.exists() or first.poll() is not None)
     assert first.poll() is None, first.communicate()
-    second = install(other, "--commit", "HEAD~1")  # only cache-tweak: arg_utils.py pristine
-    _wait(lambda: _installer_running(other.root / "build" / "overlay-venv") or second.poll() is not None)
-    time.sleep(1.0)  # the second installer is at the venv's lock now (or, unserialised, done)
+    said = tmp_path / "second.err"
+    with open(said, "w") as err:  # only cache-tweak: arg_utils.py pristine
+        second = install(other, "--commit", "HEAD~1", stderr=err)
+    # the second waits for the venv (its lock, held from the stage to the installer's end)
+    wait_for_text(said, f"waiting for another tkv-seam run on the venv {venv.python.parent.parent}", second)
+    assert not _installer_running(other.root / "build" / "overlay-venv")
     go.touch()
     out1, err1 = first.communicate(timeout=300)
-    out2, err2 = second.communicate(timeout=300)
-    assert first.returncode == 0 and second.returncode == 0, (err1, err2)
-    assert "waiting for another overlay run on" in out2, out2
+    second.communicate(timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, (err1, said.read_text())
     (venv.site / "sitecustomize.py").unlink()
     assert patched(venv) == {PATHS[0]: True, PATHS[1]: False}  # the second came last, whole
     assert set(venv.state()["files"]) == {PATHS[0]}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tkvseam.errors import SeamError
 from tkvseam.seamtest.bisect import BisectLane
 from tkvseam.seamtest.full import FullLane
 from tkvseam.seamtest.passes import PassBook
@@ -70,8 +71,16 @@ def test_changing_one_patch_reruns_the_steps_at_and_after_its_prefix_only(built,
     patch.write_text(text.replace("+# note a\n", "+# note b\n"))  # a test-only comment of patch 2
     built.apply()
     again, _ = run(built, monkeypatch)
-    # step 1 runs patch 2's tests before it; steps 2, 3 and every full-series job hold it
-    assert again == ["bisect-at-01", "bisect-at-02", "bisect-at-03", "full-series", "project-patched"]
+    # step 1 runs patch 2's tests before it; steps 2, 3 and every full-series job hold it; a job
+    # run in the project can read the patch file itself, its stock side too
+    assert again == [
+        "bisect-at-01",
+        "bisect-at-02",
+        "bisect-at-03",
+        "full-series",
+        "project-patched",
+        "project-stock",
+    ]
 
 
 def test_changing_a_test_file_reruns_the_lanes_that_run_it(built, monkeypatch):
@@ -161,7 +170,7 @@ def lane(project, *command, fresh=False, reads=("tests/proj",)):
 def test_a_command_lane_is_skipped_when_its_inputs_passed_and_runs_when_they_change(project):
     (project.root / PROJECT_TEST).parent.mkdir(parents=True)
     (project.root / PROJECT_TEST).write_text("x = 1\n")
-    count = project.root / "count"
+    count = project.root.parent / "count"  # outside the project: what a lane reads is in its key
     cmd = [sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
     assert lane(project, *cmd).exit_code == 0 and count.read_text() == "x"
     second = lane(project, *cmd)
@@ -245,7 +254,7 @@ def test_a_bases_command_lane_stays_cached_when_the_bases_test_venv_appears(proj
     the next `make test` finds the pass."""
     (project.root / PROJECT_TEST).parent.mkdir(parents=True)
     (project.root / PROJECT_TEST).write_text("x = 1\n")
-    count = project.root / "count"
+    count = project.root.parent / "count"  # outside the project: what a lane reads is in its key
     cmd = [sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
     argv = ["seamtest", "lane", "demo", "--base", NAME, "--reads", "tests/proj", "--", *cmd]
     assert project.cli(*argv, expect=None).exit_code == 0 and count.read_text() == "x"
@@ -255,3 +264,76 @@ def test_a_bases_command_lane_stays_cached_when_the_bases_test_venv_appears(proj
     second = project.cli(*argv, expect=None)
     assert second.exit_code == 0 and count.read_text() == "x"
     assert f"lane demo ({NAME}): cached pass from " in second.stderr
+
+
+# --------------------------------------------------------------------------- a failure clears the pass
+
+
+def test_a_step_that_fails_under_fresh_loses_its_pass_and_runs_again(built, monkeypatch):
+    run(built, monkeypatch)
+    r = open_runner(built, fresh=True)
+    ran: list[str] = []
+    real = fake_pytest(r, ran)
+
+    def broken(job, slot):
+        result = real(job, slot)
+        if job.label in ("bisect-at-02", "full-series"):
+            result.rows = {n: {"nodeid": n, "outcome": "failed"} for n in result.rows}
+        return result
+
+    monkeypatch.setattr(r, "run_job", broken, raising=False)
+    monkeypatch.setattr(r, "slot_python", lambda i: Path(sys.executable), raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
+    again, _ = run(built, monkeypatch)
+    assert again == ["bisect-at-02", "full-series"]  # no longer a pass under their keys
+
+
+def test_a_job_whose_pytest_cannot_run_loses_its_pass(built, monkeypatch):
+    run(built, monkeypatch)
+    r = open_runner(built, fresh=True)
+    real = fake_pytest(r, [])
+
+    def broken(job, slot):
+        if job.label == "full-series":
+            raise SeamError("pytest could not run (full-series)")
+        return real(job, slot)
+
+    monkeypatch.setattr(r, "run_job", broken, raising=False)
+    monkeypatch.setattr(r, "slot_python", lambda i: Path(sys.executable), raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    with pytest.raises(SeamError):
+        run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
+    again, _ = run(built, monkeypatch)
+    assert again == ["full-series"]
+
+
+def test_a_command_lane_that_fails_under_fresh_loses_its_pass(project, tmp_path):
+    (project.root / "tests").mkdir()
+    verdict, count = tmp_path / "verdict", tmp_path / "count"  # outside the project: not in its key
+    code = f"open({str(count)!r}, 'a').write('x'); raise SystemExit(int(open({str(verdict)!r}).read()))"
+    verdict.write_text("0")
+    assert lane(project, sys.executable, "-c", code, reads=()).exit_code == 0
+    verdict.write_text("1")
+    failed = lane(project, sys.executable, "-c", code, reads=(), fresh=True)
+    assert failed.exit_code == 9
+    verdict.write_text("0")
+    again = lane(project, sys.executable, "-c", code, reads=())
+    assert again.exit_code == 0 and "cached pass" not in again.stderr and count.read_text() == "xxx"
+
+
+# --------------------------------------------------------------------------- the queue, not the tree as it is
+
+
+def test_a_seam_lane_run_directly_refuses_a_tree_that_is_not_the_queue(built):
+    patch = next((built.root / "patches").glob("0002-*.patch"))
+    patch.write_text(patch.read_text().replace("+# note a\n", "+# note b\n"))  # edited, not applied
+    lane = ("seamtest", "full", "--base", NAME, "--python", sys.executable)
+    refused = built.cli(*lane, expect=5)
+    assert f"{patch.name} changed since it was applied" in refused.stderr
+    assert f"next: make apply BASE={NAME}" in refused.stderr
+    built.apply()
+    built.commit_in_tree("vllm/extra.py", "x = 1\n", "extra: not refreshed\n")
+    refused = built.cli(*lane, expect=5)
+    assert "holds commits the queue does not" in refused.stderr
+    assert f"next: make refresh BASE={NAME}" in refused.stderr

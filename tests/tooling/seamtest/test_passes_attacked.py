@@ -64,7 +64,7 @@ def test_a_tampered_record_is_no_pass(tmp_path, tamper):
 
 def test_a_tampered_record_makes_the_lane_run_again(project):
     (project.root / "tests").mkdir()
-    count = project.root / "count"
+    count = project.root.parent / "count"  # outside the project: what a lane reads is in its key
     cmd = [sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
     assert lane(project, *cmd).exit_code == 0
     path = record_file(PassBook(project.root), "demo")
@@ -136,7 +136,7 @@ def test_a_change_under_a_symlinked_directory_runs_the_lane_again(project, tmp_p
     (shared / "conftest.py").write_text("x = 1\n")
     (project.root / "tests" / "shared").symlink_to(shared)
     (project.root / "tests" / "loop").symlink_to(project.root / "tests")  # a loop ends
-    count = project.root / "count"
+    count = project.root.parent / "count"  # outside the project: what a lane reads is in its key
     cmd = [sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
     assert lane(project, *cmd).exit_code == 0
     assert lane(project, *cmd).exit_code == 0 and count.read_text() == "x"
@@ -201,3 +201,26 @@ def test_a_record_another_run_removed_meanwhile_is_skipped(tmp_path, monkeypatch
     assert book.record("full-series", "9" * 64, 1.0) is not None
     monkeypatch.undo()
     assert [i for i in (1, 2, 3, 9) if book.lookup("full-series", f"{i:x}" * 64)] == [1, 2, 3, 9]
+
+
+@pytest.mark.parametrize("link", ["build/passes", "build/passes/project"])
+def test_records_are_never_written_or_read_through_a_link_below_build(project, tmp_path, link):
+    (project.root / "tests").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project.root / link).parent.mkdir(parents=True, exist_ok=True)
+    (project.root / link).symlink_to(elsewhere)
+    count = tmp_path / "count"
+    cmd = [sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
+    first = lane(project, *cmd)
+    assert first.exit_code == 0 and "is a symlink (records are never kept through one)" in first.stderr
+    assert list(elsewhere.rglob("*")) == []  # nothing written there, not even the timing record
+    book = PassBook(project.root, None)
+    real = PassBook(tmp_path / "real", None)  # a record planted where the link leads
+    real.record("demo", KEY, 1.0)
+    for path in real.dir.iterdir():
+        target = elsewhere / path.name if link.endswith("project") else elsewhere / "project" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    assert book.lookup("demo", KEY) is None
+    assert lane(project, *cmd).exit_code == 0 and count.read_text() == "xx"  # no pass read through it
