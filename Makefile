@@ -8,6 +8,8 @@
 # PROVE=0 (make carry: the gate alone, no patch's tests run), PROVE=1 (make port: run them).
 # AUTORESOLVE=0 FIX=0 REPLAY=0 (make carry, make port VERB=start|continue|skip: what the port does by
 # itself before it stops, off: docs/port.md "What the port does by itself").
+# PROVE, FRESH, JSON, FORCE, AUTORESOLVE, FIX, REPLAY: 1/on/yes/true or 0/off/no/false, any case;
+# anything else is exit 2.
 
 # What a user gives is text, never make code: every variable set on the command line, and each
 # variable below this Makefile reads from the environment, becomes its own value as written
@@ -22,10 +24,26 @@ user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUD
 base_origin := $(origin BASE)
 $(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
   $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
-# JSON=0 (no, false) is off, as PROVE=0 is: any other value asks for the one JSON object.
-ifneq ($(filter 0 no false,$(value JSON)),)
-override JSON :=
+# PROVE, FRESH, JSON, FORCE, AUTORESOLVE, FIX, REPLAY: one spelling, 1/on/yes/true or 0/off/no/false in any
+# case; each becomes 1 (on), 0 (off) or empty (not given: the target's default). Any other value
+# stops make before any recipe runs (exit 2), with JSON=1 also as the one JSON object on stdout.
+switch_vars := PROVE FRESH JSON FORCE AUTORESOLVE FIX REPLAY
+lc = $(subst A,a,$(subst B,b,$(subst C,c,$(subst D,d,$(subst E,e,$(subst F,f,$(subst I,i,$(subst L,l,\
+     $(subst N,n,$(subst O,o,$(subst R,r,$(subst S,s,$(subst T,t,$(subst U,u,$(subst Y,y,$(1))))))))))))))))
+switch_of = $(if $(strip $(1)),$(if $(filter-out 1,$(words $(1))),bad,$(if $(filter 1 on yes true,$(call lc,$(strip \
+            $(1)))),1,$(if $(filter 0 off no false,$(call lc,$(strip $(1)))),0,bad))),)
+bad_switches := $(strip $(foreach v,$(switch_vars),$(if $(filter bad,$(call switch_of,$(value $(v)))),$(v))))
+json_wanted := $(filter-out 0,$(call switch_of,$(value JSON)))
+# $(call make_error,<text>,<hint>,<said on stderr>): stop before any recipe (exit 2), with JSON=1 the
+# one JSON object too (<text> is the Makefile's own: no quote, no backslash; what a user typed is
+# said on stderr only).
+make_error = $(if $(json_wanted),$(info {"ok": false, "exit_code": 2, "error": "$(1)", "hint": "$(2)"}))$(error $(3))
+switch_rule := is neither on nor off: give 1/on/yes/true or 0/off/no/false (any case)
+ifneq ($(bad_switches),)
+$(call make_error,$(firstword $(bad_switches)) $(switch_rule),make help,$(firstword $(bad_switches))='$(value $(firstword $(bad_switches)))' $(switch_rule))
 endif
+$(foreach v,$(switch_vars),$(eval override $(v) := $(call switch_of,$(value $(v)))))
+override JSON := $(filter 1,$(JSON))
 # A path pasted into a recipe line, quoted for the shell when it holds more than a plain path:
 # $(call sh,$(VENV)).
 shell_meta := ' " ` $$ ; & | < > ( ) \ * ? [ ] ~ ! { } ^ \#
@@ -39,7 +57,8 @@ name_chars := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G 
 base_rest := $(BASE)
 $(foreach c,$(name_chars),$(eval base_rest := $$(subst $(c),,$$(base_rest))))
 ifneq ($(base_rest)$(filter-out 0 1,$(words $(BASE)))$(filter -%,$(firstword $(BASE))),)
-$(error BASE='$(BASE)' is not a base name (letters, digits, . _ + -, e.g. BASE=v0.32.0; .venv/bin/tkv-seam bases lists them))
+base_rule := is not a base name (letters and digits and . _ + -; e.g. BASE=v0.32.0; .venv/bin/tkv-seam bases lists them)
+$(call make_error,BASE $(base_rule),.venv/bin/tkv-seam bases,BASE='$(BASE)' $(base_rule))
 endif
 # `make test` checks every carried base (each base of bases.toml whose queue exists: `tkv-seam
 # carried`, release order), each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
@@ -51,19 +70,27 @@ VENV    := .venv
 LOCK    := ci/lock-cpu-$(BASE).txt
 UV      := $(VENV)/bin/uv
 TOOL    := $(VENV)/bin/tkv-seam
-FORCE_FLAG := $(if $(filter 1 yes true,$(FORCE)),--force,)
+FORCE_FLAG := $(if $(filter 1,$(FORCE)),--force,)
 export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 
 .DEFAULT_GOAL := help
 
 # JSON=1: stdout holds the one JSON object of the target's own command. make echoes no recipe
-# line nor "Entering directory" (make -C), and what a prerequisite prints (apply's summary, a
-# venv's install) goes to stderr ($(to_err) on those recipes).
+# line (nor a sub-make's "Entering directory"; `make -C <dir>` prints its own before it reads this
+# file: give it -s too), what a prerequisite prints (apply's summary, a venv's install) goes to
+# stderr ($(to_err) on those recipes), and a prerequisite that fails prints the object instead.
 ifneq ($(value JSON),)
 .SILENT:
+MAKEFLAGS += --no-print-directory
 
 to_err := >&2
 usage_json = printf '%s\n' '{"ok": false, "exit_code": 2, "error": "$(1)", "hint": "make help"}';
+# a prerequisite's command that fails: the target's one JSON object, naming it
+failed_json = || { rc=$$?; printf '%s\n' '{"ok": false, "exit_code": '$$rc', "error": "$(1) failed", "hint": "$(2)"}'; exit $$rc; }
+# a prerequisite's tool command: its own JSON object, on stdout only when it fails
+tool_json = if out=$$($(1) --json); then printf '%s\n' "$$out" >&2; else rc=$$?; \
+  [ -n "$$out" ] || out='{"ok": false, "exit_code": '$$rc', "error": "$(2) failed", "hint": "$(2)"}'; \
+  printf '%s\n' "$$out"; exit $$rc; fi
 endif
 # $(call usage,<text>): a recipe's usage error on stderr and, with JSON=1, as the one JSON object
 # on stdout (the tool's error shape); <text> is the Makefile's own (no quote, no backslash).
@@ -86,9 +113,9 @@ help: ## Show this help
 	@echo "Any target: TKV_SEAM_CACHE=<dir> TKV_SEAM_INDEX_URL=<url> TKV_SEAM_LOCK_TIMEOUT=<s> (also from the environment)"
 
 $(VENV)/.done: pyproject.toml
-	$(call sh,$(PYTHON)) -m venv $(call sh,$(VENV)) $(to_err)
-	$(call sh,$(VENV))/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9 $(to_err)
-	$(call sh,$(UV)) pip install -q -p $(call sh,$(VENV))/bin/python -e '.[test]' $(to_err)
+	$(call sh,$(PYTHON)) -m venv $(call sh,$(VENV)) $(to_err) $(call failed_json,the tool venv (python -m venv),make venv)
+	$(call sh,$(VENV))/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9 $(to_err) $(call failed_json,the tool venv (pip install uv),make venv)
+	$(call sh,$(UV)) pip install -q -p $(call sh,$(VENV))/bin/python -e '.[test]' $(to_err) $(call failed_json,the tool venv (uv pip install),make venv)
 	touch $(call sh,$@)
 
 venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff | PYTHON=python3.11
@@ -127,8 +154,8 @@ seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base
 	exec $(call sh,$(TOOL)) "$$@" $(FORCE_FLAG)
 
 # What the port does by itself, turned off (docs/port.md): AUTORESOLVE=0 (offset, imports, replay), FIX=0, REPLAY=0.
-AUTO_FLAGS = $(if $(filter 0 no false,$(AUTORESOLVE)),--no-autoresolve) $(if $(filter 0 no false,$(FIX)),--no-fix) \
-             $(if $(filter 0 no false,$(REPLAY)),--no-replay)
+AUTO_FLAGS = $(if $(filter 0,$(AUTORESOLVE)),--no-autoresolve) $(if $(filter 0,$(FIX)),--no-fix) \
+             $(if $(filter 0,$(REPLAY)),--no-replay)
 # make carry VERSION=0.34.0 [PLUGIN='turbo-attn==X'] [VERDICT=...] [REASON='...']: what a user gives reaches
 # the tool through the environment, taken with $(value), as for make port (nothing in it is re-read as shell).
 carry: export TKV_CARRY_VERSION := $(value VERSION)
@@ -141,7 +168,7 @@ carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again
 	if [ -n "$$TKV_CARRY_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_CARRY_PLUGIN"; fi; \
 	if [ -n "$$TKV_CARRY_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_CARRY_VERDICT"; fi; \
 	if [ -n "$$TKV_CARRY_REASON" ]; then set -- "$$@" --reason "$$TKV_CARRY_REASON"; fi; \
-	$(if $(filter 0 no false,$(PROVE)),set -- "$$@" --no-prove;) \
+	$(if $(filter 0,$(PROVE)),set -- "$$@" --no-prove;) \
 	$(if $(AUTO_FLAGS),set -- "$$@" $(AUTO_FLAGS);) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,)
@@ -151,7 +178,8 @@ retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dr
 	$(call sh,$(TOOL)) retire $(BASE) $(FORCE_FLAG)
 
 apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE | BASE=<base> FORCE=1 VLLM_GIT=<url-or-path>
-	$(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG) $(to_err)
+	$(if $(value JSON),$(call tool_json,$(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG),make apply BASE=$(BASE)),\
+	  $(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG))
 
 refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one | BASE=<base> FORCE=1
 	$(call sh,$(TOOL)) refresh --base $(BASE) $(FORCE_FLAG)
@@ -268,7 +296,7 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \
 	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \
 	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
-	$(if $(filter 1 yes true,$(PROVE)),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" --prove;; esac;) \
+	$(if $(filter 1,$(PROVE)),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" --prove;; esac;) \
 	$(if $(AUTO_FLAGS),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" $(AUTO_FLAGS);; esac;) \
 	echo $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)

@@ -121,3 +121,37 @@ def test_json_0_is_off_as_prove_0_is(off, project, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "no timing recorded yet (make test records one)" in proc.stdout, proc.stdout
     assert not proc.stdout.lstrip().startswith("{")
+
+
+@pytest.mark.parametrize("target", ["image", "standin"])
+def test_a_failed_prerequisite_of_a_json_target_is_its_one_object(target, project, tmp_path):
+    proc = make_json(project, tmp_path, target, *ARGS[target], "BASE=v0.99.0")  # apply fails first
+    assert proc.returncode == 2, proc.stderr
+    data = one_object(target, proc)
+    assert data["ok"] is False and "unknown base 'v0.99.0'" in data["error"], data
+
+
+@pytest.mark.parametrize("target", sorted(ARGS))
+def test_a_tool_venv_that_cannot_be_made_is_the_one_object(target, project, tmp_path):
+    proc = make_json(
+        project, tmp_path, target, *ARGS[target], f"VENV={tmp_path / 'none'}", "PYTHON=/nonexistent/python3"
+    )
+    assert proc.returncode == 2, proc.stderr
+    data = one_object(target, proc)
+    assert data["ok"] is False and data["hint"] == "make venv", data
+
+
+@pytest.mark.parametrize("target", sorted(ARGS))
+@pytest.mark.parametrize("base", ["v0 x", "v1;touch x", "-x"])
+def test_a_malformed_base_under_json_is_one_object(target, base, project, tmp_path):
+    proc = make_json(project, tmp_path, target, *ARGS[target], f"BASE={base}")
+    assert proc.returncode == 2
+    data = one_object(target, proc)
+    assert data == {
+        "ok": False,
+        "exit_code": 2,
+        "error": data["error"],
+        "hint": ".venv/bin/tkv-seam bases",
+    } and data["error"].startswith("BASE is not a base name")
+    assert f"BASE='{base}' is not a base name" in proc.stderr
+

@@ -121,20 +121,20 @@ def test_a_base_that_is_no_base_name_stops_make_before_any_recipe(make, tmp_path
 def test_force_json_and_the_tools_own_variables_are_text(make, tmp_path):
     mark = tmp_path / "ran"
     proc, got, env = make(
-        "apply",
-        "BASE=v0.32.0",
-        f"FORCE={hostile(mark)}",
-        f"VLLM_GIT={hostile(mark)}",
-        f"TKV_SEAM_CACHE={hostile(mark)}",
+        "apply", "BASE=v0.32.0", f"VLLM_GIT={hostile(mark)}", f"TKV_SEAM_CACHE={hostile(mark)}"
     )
     assert proc.returncode == 0, proc.stderr
-    assert got == ["apply", "--base", "v0.32.0"]  # FORCE is not 1: no --force
+    assert got == ["apply", "--base", "v0.32.0"]
     assert env == {"BASE": "v0.32.0", "VLLM_GIT": hostile(mark), "TKV_SEAM_CACHE": hostile(mark)}
+    # FORCE and JSON are on or off (test_make_switches.py): anything else stops make, as text
+    proc, got, _ = make("apply", "BASE=v0.32.0", f"FORCE={hostile(mark)}")
+    assert proc.returncode == 2 and got is None and f"FORCE='{hostile(mark)}' is neither" in proc.stderr
     proc, got, _ = make("image", "BASE=v0.32.0", f"JSON={hostile(mark)}", f"TURBO_ATTN={hostile(mark)}")
-    assert proc.returncode == 0, proc.stderr
-    assert got == ["image", "--base", "v0.32.0", "--json"]
+    assert proc.returncode == 2 and got is None
+    proc, got, _ = make("image", "BASE=v0.32.0", "JSON=1", f"TURBO_ATTN={hostile(mark)}")
+    assert proc.returncode == 0 and got == ["image", "--base", "v0.32.0", "--json"]
     proc, got, _ = make("apply", "BASE=v0.32.0", env={"FORCE": hostile(mark), "JSON": hostile(mark)})
-    assert proc.returncode == 0 and got == ["apply", "--base", "v0.32.0"]
+    assert proc.returncode == 2 and got is None
     assert not mark.exists()
 
 
