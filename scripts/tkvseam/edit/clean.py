@@ -9,7 +9,8 @@ Every entry of ``build/`` (a link to a directory is followed, as every command d
 - an output directory (an overlay stage, an image context, a report: its marker) goes when it
   holds exactly what its step wrote (``outputs.removal_problem``);
 - the tool's work directories (``seamtest/``, ``bench/``, ``plugin/``, ``locks/``, ``image-logs/``,
-  ``port-resolutions/``, ``scratch/``), lock files
+  ``port-resolutions/``, ``scratch/``), the pass records (``passes/``: the next ``make test``
+  runs every lane again), lock files
   and what interrupted runs left beside a tree (put back or removed, as the next run would);
 - anything else (a file or directory of yours, a symlink) is left as it is and named.
 
@@ -40,8 +41,9 @@ from ..tree.state import STATE, TreeState
 from ..tree.work import IGNORED
 
 # the tool's own work, no marker: removed (port-resolutions: the resolutions ports recorded, replayed
-# where a conflict comes back; only a convenience, every resolution is in its port's commits)
-WORK_DIRS = ("seamtest", "bench", "plugin", "locks", "image-logs", "port-resolutions", "scratch")
+# where a conflict comes back; only a convenience, every resolution is in its port's commits;
+# passes: the pass records, the next make test runs every lane again)
+WORK_DIRS = ("seamtest", "bench", "plugin", "locks", "image-logs", "port-resolutions", "scratch", "passes")
 _BESIDE = re.compile(r"\.(?P<name>.+?)\.(?:lock|old-\d+|tmp-[a-z0-9_]{8})")  # lock, swap, scratch
 
 
@@ -89,6 +91,9 @@ def clean(root: Path, force: bool = False, progress: Progress = QUIET) -> CleanR
                 trees[name] = tree
         for lock in sorted((top / "locks").glob("*.lock")) if (top / "locks").is_dir() else []:
             held.enter_context(locked(lock, str(lock), progress))  # lock-cpu's: none runs meanwhile
+        work = top / "seamtest"
+        for lock in sorted(work.glob(".*.lock")) if work.is_dir() and not work.is_symlink() else []:
+            held.enter_context(locked(lock, str(lock), progress))  # a seam lane's: none runs meanwhile
         problems = _problems(root, top, trees, names)
         if force and problems:  # what cannot be kept is refused before anything goes
             kept_root(root)  # build/dropped/ a directory of the project, not a link elsewhere

@@ -74,6 +74,8 @@ def test_clean_removes_what_the_tool_made_and_leaves_the_rest(project):
     build = project.root / "build"
     project.cli("overlay", "stage", "--base", NAME)  # build/overlay-<base>, with its marker
     (build / "seamtest" / NAME / "logs").mkdir(parents=True)
+    (build / "passes" / NAME).mkdir(parents=True)  # the pass records: the tool's, removed
+    (build / "passes" / NAME / "full-series-0123.json").write_text("{}\n")
     (build / f".vllm-{NAME}.tmp-abcd1234").mkdir()  # a killed run's scratch tree
     (build / "notes.txt").write_text("mine\n")
     (build / "mine").mkdir()
@@ -81,7 +83,8 @@ def test_clean_removes_what_the_tool_made_and_leaves_the_rest(project):
     (build / "dropped").mkdir()
     (build / "link").symlink_to(project.root)
     out = json.loads(project.cli("clean", "--json").output)
-    assert sorted(out["removed"]) == sorted([f"build/vllm-{NAME}", f"build/overlay-{NAME}", "build/seamtest"])
+    removed = [f"build/vllm-{NAME}", f"build/overlay-{NAME}", "build/seamtest", "build/passes"]
+    assert sorted(out["removed"]) == sorted(removed)
     assert sorted(out["left"]) == [
         "build/link: a symlink (left as it is)",
         "build/mine: not made by tkv-seam (left as it is)",
@@ -180,3 +183,17 @@ def test_clean_killed_after_keeping_a_tree_keeps_it_and_the_next_run_goes_on(ppr
     out = json.loads(pproject.cli("clean", "--force", "--json").output)
     assert len(out["kept"]) == 2 and not port_dir.exists() and not build_tree.exists()
     assert first.exists()
+
+
+def test_clean_waits_for_a_running_seam_lane_and_removes_its_records(project, monkeypatch):
+    from tkvseam.lock import locked
+
+    build = project.root / "build"
+    (build / "seamtest" / NAME / "venvs").mkdir(parents=True)
+    (build / "passes" / NAME).mkdir(parents=True)
+    monkeypatch.setenv("TKV_SEAM_LOCK_TIMEOUT", "0.3")
+    with locked(build / "seamtest" / f".{NAME}.lock", "a seam lane's work"):  # as run_lanes holds it
+        busy = project.cli("clean", expect=10)
+    assert "still holds" in busy.stderr and (build / "seamtest" / NAME / "venvs").is_dir()
+    project.cli("clean")
+    assert not (build / "seamtest").exists() and not (build / "passes").exists()
