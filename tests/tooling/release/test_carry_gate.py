@@ -187,3 +187,14 @@ def test_a_plugin_other_than_the_tables_is_refused_naming_both(two_patches, whee
         two_patches, wheels, "--plugin", "turbo-attn==1.0.0", expect=5
     )  # the same pin: on to the port
     assert "0002-add-mul.patch: still unmerged" in res.stderr
+
+
+def test_a_carried_queue_after_make_clean_is_still_carried(one_patch, wheels):  # noqa: F811
+    """After make clean an unedited committed queue was "NOT carried (edited since it was written)"
+    (issue 34): the end checks the queue as written, whatever trees there are."""
+    assert json.loads(carry(one_patch, wheels, "--json").stdout)["carried"]
+    one_patch.cli("clean")  # the port tree and the build tree go; the queue is as it was written
+    assert not _tree(one_patch).exists()
+    res = carry(one_patch, wheels)
+    assert "edited since" not in res.stdout + res.stderr and "NOT carried" not in res.stdout
+    assert f"{NEW_NAME}: carried" in res.stdout
