@@ -154,4 +154,3 @@ def test_a_malformed_base_under_json_is_one_object(target, base, project, tmp_pa
         "hint": ".venv/bin/tkv-seam bases",
     } and data["error"].startswith("BASE is not a base name")
     assert f"BASE='{base}' is not a base name" in proc.stderr
-
