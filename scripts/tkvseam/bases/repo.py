@@ -174,10 +174,22 @@ def _build_sdist_repo(base: Base, tarball: Path, repo: Path, progress: Progress)
     return BaseRepo(repo, commit, "sdist", upstream)
 
 
+def git_source(root: Path, url: str) -> str:
+    """``url`` as the git source of a base: a local path (git's rule: no ``://``, and no ``:`` or a
+    ``/`` before the first one) made absolute against the project ``root``, so every fetch into the
+    cache's mirror (run from another directory) and the mirror's name mean that one repository (two
+    projects' ``../x`` are two mirrors); a URL as it is."""
+    local = "://" not in url and (":" not in url or "/" in url.split(":", 1)[0])
+    if not local or os.path.isabs(url):
+        return os.path.normpath(url) if local else url
+    return os.path.normpath(os.path.join(root, url))
+
+
 def git_base_repo(
     base: Base, cache: Path, url: str, progress: Progress = QUIET, full_check: bool = False
 ) -> BaseRepo:
-    """A bare mirror of ``url`` in the cache, checked: tag ``base.tag`` is the pinned commit."""
+    """A bare mirror of ``url`` in the cache, checked: tag ``base.tag`` is the pinned commit.
+    ``url`` is a URL or an absolute path (``git_source``)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/"))[-80:]
     mirror = cache / "git" / f"{slug}.git"
     with locked(lock_file(cache, f"git-{slug}"), f"the cached mirror of {url}", progress):

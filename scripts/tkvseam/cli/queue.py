@@ -17,7 +17,8 @@ git_option = click.option(
     "--git",
     "git_url",
     default=lambda: os.environ.get("VLLM_GIT") or None,
-    help="Take the base from this git URL or path (env VLLM_GIT) instead of the PyPI sdist.",
+    help="Take the base from this git URL or path (env VLLM_GIT; a relative path is the project "
+    "root's) instead of the PyPI sdist.",
 )
 
 
@@ -44,7 +45,10 @@ def fetch(ctx: Context, base_name, git_url, as_json):
     """
     from ..bases.repo import Fetched, base_repo
 
+    from ..bases.repo import git_source
+
     base = ctx.base(base_name, hint=TOOL + " fetch --base {}")
+    git_url = git_source(ctx.root, git_url) if git_url else None
     emit(Fetched(base_name, *base_repo(base, ctx.cache, git_url, progress=ctx.progress, full_check=True)))
 
 
@@ -61,10 +65,12 @@ def apply(ctx: Context, base_name, tree, git_url, force, as_json):
     Refuses to replace a tree with uncommitted edits or unrefreshed commits
     (exit 5) unless --force. A hunk that does not match exactly exits 3.
     """
+    from ..bases.repo import git_source
     from ..edit.apply import apply_series
 
     base = ctx.base(base_name)
     tree_path = ctx.tree(tree, base_name)
+    git_url = git_source(ctx.root, git_url) if git_url else None
     emit(
         apply_series(
             ctx.root, base, tree_path, ctx.cache, git_url=git_url, force=force, progress=ctx.progress
