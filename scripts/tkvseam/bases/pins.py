@@ -339,18 +339,25 @@ def load_bases(path: Path, root: Path | None = None) -> dict[str, Base]:
     try:
         data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SeamError(f"cannot read bases file {path}: {e}", hint=_unreadable_hint(path)) from e
+        raise SeamError(f"cannot read bases file {path}: {e}", hint=_unreadable_hint(path, root)) from e
     bases = {name: _base(name, entry, path) for name, entry in data.items()}
     _check_queues(bases, path, Path(root) if root is not None else path.parent)
     return bases
 
 
-def _unreadable_hint(path: Path) -> str:
+def _unreadable_hint(path: Path, root: Path | None = None) -> str:
     """The next step for a bases file that cannot be read: see what changed in it, get it back
-    from git, or (no such file where the project should be) name the project's directory."""
+    from git, or (no such file where the project should be) name the project's directory. A file
+    outside the project (``--bases /etc/passwd``) is never one to fix: give --bases another."""
     top = git.toplevel(path.parent) if path.parent.is_dir() else None
     real = path.parent.resolve() / path.name
     rel = real.relative_to(top).as_posix() if top is not None and real.is_relative_to(top) else None
+    ours = root is None or real.is_relative_to(Path(root).resolve())
+    if path.exists() and not ours:
+        return (
+            f"give --bases the project's bases file ({hints.quote(Path(root) / 'bases.toml')}), or leave "
+            f"--bases out ({hints.quote(path)} is not a bases file of the project {hints.quote(root)})"
+        )
     if path.exists():
         return (
             hints.shell("git", "-C", top, "diff", "--", rel)

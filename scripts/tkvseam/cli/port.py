@@ -103,7 +103,9 @@ def port():
 def _session(ctx: Context, to_name: str, tree: str | None, auto=None):
     from ..port.session import PortSession
 
-    to_base = ctx.base(to_name, hint="make port VERB=status TO={}")
+    # an unknown TO (a retire raced the carry: its port tree may be left): pin it again, never a
+    # port of another base (the oldest one's `status` led to a `start` that is refused)
+    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name))
     session = PortSession(
         ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress, ctx.bases_file
     )
@@ -112,9 +114,21 @@ def _session(ctx: Context, to_name: str, tree: str | None, auto=None):
     return session
 
 
-def _pin_hint(to_name: str) -> str:
-    """An unknown target is a release not pinned yet: carrying it pins it and ports onto it."""
+def _pin_hint(ctx: Context, to_name: str) -> str:
+    """An unknown target is a release not pinned yet: carrying it pins it and ports onto it, when a
+    carried base is older (else carry refuses it too: the carried bases are named)."""
+    from packaging.version import InvalidVersion
+
+    from ..bases.carried import carried_before
+    from ..bases.pins import load_bases
+
     version = to_name.removeprefix("v")
+    try:
+        source = carried_before(load_bases(ctx.bases_file, ctx.root), ctx.root, version)
+    except InvalidVersion:
+        source = None
+    if source is None:
+        return f"{hints.tool('carried')}   (the carried bases: a port goes onto a release newer than one of them)"
     return f"make carry VERSION={version}   (pins it and ports onto it; or only pin it: make pin VERSION={version})"
 
 
@@ -124,11 +138,10 @@ def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
     from ..bases.carried import carried_before
     from ..errors import UsageError
 
-    if base_name:
-        return ctx.base(
-            base_name, hint=f"make port VERB={verb} BASE={{}} TO={to_base.name}", avoid=to_base.name
-        )
     source = carried_before(load_bases(ctx.bases_file, ctx.root), ctx.root, to_base.version)
+    if base_name:  # unknown: the base a port onto TO starts from by default, never a newer one
+        again = hints.port(verb, to_base.name, BASE=source.name) if source else hints.tool("carried")
+        return ctx.base(base_name, hint=again)
     if source is None:
         raise UsageError(
             f"no carried base is older than {to_base.name}: nothing to port onto it (a port goes forward only)",
@@ -147,7 +160,7 @@ def port_report(ctx: Context, base_name, to_name, as_json):
     from ..port.report import report
     from ..port.reportfile import PortReported, write_report
 
-    to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
+    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "report")
     reports = report(ctx.root, from_base, to_base, ctx.cache, ctx.progress)
     files = write_report(ctx.root, from_base, to_base, reports, ctx.progress)
@@ -165,7 +178,7 @@ def port_report(ctx: Context, base_name, to_name, as_json):
 @pass_ctx
 def port_start(ctx: Context, base_name, to_name, tree, force, prove, as_json, auto):
     """Start the port in the port tree; stop (exit 12) at the first patch needing you, else finish."""
-    to_base = ctx.base(to_name, hint=_pin_hint(to_name), avoid=base_name)
+    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "start")
     emit(_proving(ctx, _session(ctx, to_name, tree, auto), prove).start(from_base, force))
 

@@ -109,14 +109,21 @@ def _refuse_top_level(root: Path, name: str, queue: Queue) -> None:
 
 
 def _unknown(root: Path, bases: dict[str, Base], name: str) -> UsageError:
-    """A name the bases file does not pin: nothing of it is retired, whatever its paths hold."""
+    """A name the bases file does not pin: nothing of it is retired, whatever its paths hold. What
+    it names for ``git rm`` is only what is there as it says (a directory ``patches/<name>/``, a
+    file ``ci/lock-cpu-<name>.txt``), reached through no link and no pinned base's own (a file of
+    the top-level queue named ``0001-….patch`` is not a queue directory)."""
     known = ", ".join(bases) or "none"
     close = f"v{name}" if f"v{name}" in bases else None
     queue = Queue.for_base(name)
+    ours = [p for b in bases.values() for p in (b.queue.patches, b.queue.series, b.cpu_lock)]
     there = [
         rel
-        for rel in (f"{queue.patches}/", f"ci/lock-cpu-{name}.txt")
-        if _NAME.fullmatch(name) and lexists(root / rel.rstrip("/"))
+        for rel, kind in ((f"{queue.patches}/", Path.is_dir), (f"ci/lock-cpu-{name}.txt", Path.is_file))
+        if _NAME.fullmatch(name)
+        and symlink_on_the_way(root, root / rel.rstrip("/")) is None
+        and kind(root / rel.rstrip("/"))
+        and not any(_same_path(root, rel.rstrip("/"), other) for other in ours)
     ]
     left = (
         f" ({' and '.join(there)} exist but are no pinned base's: retire leaves them; remove them "

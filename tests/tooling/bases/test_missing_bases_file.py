@@ -43,3 +43,18 @@ def test_a_deleted_bases_file_of_a_checkout_is_got_back_by_the_hint(project):
     assert hint == f"git -C {project.root} checkout -- bases.toml"
     subprocess.run(hint, shell=True, check=True, cwd=project.root)
     assert (project.root / "bases.toml").read_text() == before
+
+
+def test_a_system_file_given_as_bases_is_never_one_to_fix(project, tmp_path):
+    """``--bases /etc/passwd`` said "read /etc/passwd and fix it" (issue 34)."""
+    outside = tmp_path / "elsewhere.toml"  # not git-tracked, outside the project: the same case
+    outside.write_text("not toml at all\n")
+    for given in ("/etc/passwd", str(outside)):
+        res = CliRunner().invoke(main, ["--root", str(project.root), "--bases", given, "carried"])
+        assert res.exit_code == 1, res.output
+        hint = hint_of(res)
+        assert "fix it" not in hint and "give --bases the project's bases file" in hint, hint
+        assert str(project.root / "bases.toml") in hint and problems(hint) == []
+    (project.root / "bases.toml").write_text("not toml either\n")  # the project's own: fix it
+    res = CliRunner().invoke(main, ["--root", str(project.root), "carried"])
+    assert "fix it" in hint_of(res)

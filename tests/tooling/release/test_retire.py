@@ -150,3 +150,18 @@ def test_retire_takes_no_path_for_a_name(cproject, tmp_path):  # noqa: F811
     assert (victim / "x.patch").read_text() == "mine\n"
     err = cproject.cli("retire", NEW, expect=2).stderr  # 9.10.0 for v9.10.0
     assert f"next: make retire BASE={NEW_NAME}" in err
+
+
+def test_an_unknown_name_is_told_to_git_rm_only_a_directory_that_is_there(cproject):  # noqa: F811
+    root = cproject.root
+    top = "0001-cache-tweak.patch"  # a patch file of the top-level queue, as the real one holds
+    (root / "patches" / top).write_text("From: x\n")
+    err = cproject.cli("retire", top, expect=2).stderr  # a file of the live top-level queue
+    assert "git rm" not in err and f"patches/{top}" not in err, err
+    (root / "patches" / "9.99.0").mkdir()
+    (root / "patches" / "9.99.0" / "series").write_text("")
+    err = cproject.cli("retire", "9.99.0", expect=2).stderr
+    assert "patches/9.99.0/ exist but are no pinned base's" in err and "git rm" in err
+    (root / "patches" / "9.98.0").symlink_to(root / "patches" / "9.99.0")
+    err = cproject.cli("retire", "9.98.0", expect=2).stderr  # reached through a link: not named
+    assert "git rm" not in err and "patches/9.98.0" not in err, err
