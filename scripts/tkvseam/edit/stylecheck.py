@@ -9,6 +9,11 @@ is used when it is that version; otherwise that version is installed once
 runs it on every prefix of the series (the bisect lane): each file as it is at that
 prefix's commit, read from git and handed to ruff on stdin under its own path, so the
 tree's configuration and exclude lists apply and no tree is copied.
+
+Only the tree's own configuration (``config_args``): its ``ruff.toml``, ``.ruff.toml`` or the
+``pyproject.toml`` holding a ``[tool.ruff]`` table, given with ``--config``; without one, ruff's
+defaults (``--isolated``). A tree inside the project (``build/``) never takes the project's own
+``pyproject.toml``, whose ``extend-exclude = ["build"]`` would leave every file unchecked.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,12 +67,13 @@ def problem_paths(problems: list[str]) -> list[str]:
 
 
 def ruff_fix(root: Path, exe: str, tree: Path, paths: list[str]) -> str:
-    """The base's ruff fixing what it can in ``paths`` of ``tree``, as it runs from the project root
-    (ruff reads the tree's own pyproject.toml for files under it)."""
+    """The base's ruff fixing what it can in ``paths`` of ``tree``, as it runs from the project root,
+    with the tree's own configuration only (``config_args``: never the project's)."""
     ruff = layout.shown(Path(exe), root)
     files = [layout.shown(tree / p, root) for p in paths]
+    own = [layout.shown(Path(a), root) if a.endswith(".toml") else a for a in config_args(tree)]
     # check --fix first (a removed import leaves a blank line format then takes), format whatever it says
-    return f"{hints.shell(ruff, 'check', '--fix', *files)}; {hints.shell(ruff, 'format', *files)}"
+    return f"{hints.shell(ruff, 'check', *own, '--fix', *files)}; {hints.shell(ruff, 'format', *own, *files)}"
 
 
 def fix_hint(root: Path, tree: Path, base: Base, exe: str, problems: list[str]) -> str:
@@ -138,6 +145,20 @@ def _gate_ruff(base: Base, cache: Path, explicit: str | None) -> str:
     return _ruff(base.seam.ruff, cache, explicit)
 
 
+def config_args(tree: Path) -> list[str]:
+    """ruff's options for ``tree``'s own configuration only (see the module docstring)."""
+    for name in ("ruff.toml", ".ruff.toml"):
+        if (tree / name).is_file():
+            return ["--config", str(tree / name)]
+    try:
+        data = tomllib.loads((tree / "pyproject.toml").read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = {}
+    if isinstance(data.get("tool"), dict) and "ruff" in data["tool"]:
+        return ["--config", str(tree / "pyproject.toml")]
+    return ["--isolated"]
+
+
 def _py_files(patches: Sequence[Patch]) -> list[str]:
     """The .py files the patches leave in the tree (deleted files are not checked)."""
     return sorted({fc.path for p in patches for fc in p.files if fc.new and fc.path.endswith(".py")})
@@ -170,11 +191,12 @@ def tree_problems(exe: str, tree: Path, files: list[str]) -> list[str]:
     # --force-exclude: honour the tree's exclude lists for explicitly named files, as vLLM's pre-commit does.
     # concise + --quiet: one line per problem (no code frames, no "Found N errors" summary), so that
     # the number of lines is the number of problems.
+    own = config_args(tree)
     for args in (
         ["check", "--output-format", "concise", "--quiet", "--force-exclude", "--no-cache"],
         ["format", "--check", "--quiet", "--force-exclude", "--no-cache"],
     ):
-        proc = subprocess.run([exe, *args, *files], cwd=tree, capture_output=True, text=True)
+        proc = subprocess.run([exe, *args, *own, *files], cwd=tree, capture_output=True, text=True)
         if proc.returncode != 0:
             problems += [
                 f"ruff {args[0]}: {line}" for line in (proc.stdout + proc.stderr).splitlines() if line.strip()
@@ -194,7 +216,7 @@ def file_problems(exe: str, tree: Path, path: str, data: bytes) -> list[str]:
 
 def _blob_problems(exe: str, tree: Path, path: str, data: bytes) -> list[str]:
     """The gate on one file's content, as ``<path>:<line>: <rule>: <message>`` lines."""
-    common = ["--force-exclude", "--no-cache", "--stdin-filename", path, "-"]
+    common = [*config_args(tree), "--force-exclude", "--no-cache", "--stdin-filename", path, "-"]
     problems = []
     check = subprocess.run(
         [exe, "check", "--output-format", "concise", "--quiet", *common],

@@ -286,6 +286,7 @@ class Runner:
             f"--timeout={self.timeout}",
             "-o",
             "addopts=",
+            *self._own_config(job, cwd),
             *job.targets,
         ]
         started = time.monotonic()
@@ -302,6 +303,16 @@ class Runner:
             raise SeamError(f"pytest could not run ({job.label}); see {log}")
         self.progress.step(f"[slot {slot}] {job.label}: {summary} ({seconds:.0f} s, log {log})")
         return JobResult(job, rows, seconds, summary, log, slot, ended=started + seconds)
+
+    @staticmethod
+    def _own_config(job: Job, cwd: Path) -> list[str]:
+        """A test root of the tree takes its own configuration only (its pyproject.toml, else
+        none), rooted there: never the project's, found above it (node ids would be the
+        project's ``build/…`` paths, and every test "missing")."""
+        if job.root.commit is None:
+            return []
+        config = cwd / "pyproject.toml"
+        return [f"--rootdir={cwd}", "-c", str(config) if config.is_file() else os.devnull]
 
     # -- what a job reads ----------------------------------------------------------
 
