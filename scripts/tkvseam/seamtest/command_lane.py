@@ -82,6 +82,7 @@ class CommandLane:
             "interpreter": [sys.version, keys.interpreter(Path(sys.executable))],
             "venvs": {str(v): keys.venv_state(v) for v in self.venvs()},
             "env": {name: os.environ.get(name) for name in self.env},
+            "environ": keys.environment(os.environ),
         }
         if self.base is not None:
             # Not the base's test venv: a command lane runs its own interpreter, and the venv

@@ -16,6 +16,9 @@ everything the step can reach, less a short named list.
   and what the overlay installer manages are left out (the installer checks each of those
   files against its sha256 before every job). Content hashes are remembered per inode, size,
   mtime and ctime (``HashCache``), so an unchanged venv costs one ``lstat`` per file;
+- ``environment``: the inherited variables that steer Python, pytest, torch, vLLM, Hugging Face,
+  turbo-attn and the tool (``ENV_PREFIXES``; what changes from run to run without changing an
+  outcome, such as the lock timeout, is left out);
 - ``tool_source``: every file of the tool's package (the pytest plugins the lanes load);
 - ``base_inputs``: the base's sdist sha256 and its CPU lock's sha256;
 - ``queue``: the base's own series and patch files.
@@ -218,6 +221,24 @@ def _outside(path: str) -> str:
     except OSError:
         return f"{path} missing"
     return f"{path} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+
+
+# --------------------------------------------------------------------------- the environment
+
+#: The namespaces of the variables a test's outcome can depend on (a job inherits the environment).
+ENV_PREFIXES = (
+    "VLLM_", "TORCH", "PYTORCH_", "CUDA_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "HF_", "HUGGINGFACE_",
+    "TRANSFORMERS_", "TOKENIZERS_", "TRITON_", "PYTHON", "PYTEST_", "LD_", "TKV_", "LANG", "LC_", "TZ",
+)  # fmt: skip
+#: Of those, what changes how long a run waits or what it logs, never what it finds.
+ENV_VOLATILE = {
+    "TKV_SEAM_LOCK_TIMEOUT", "TKV_SEAM_JOBS", "TKV_SEAM_HINT_LOG", "TKV_SEAM_LANE_COUNTS", "PYTEST_CURRENT_TEST",
+}  # fmt: skip
+
+
+def environment(env) -> list[tuple[str, str]]:
+    """The variables of ``env`` a key holds (``ENV_PREFIXES`` but ``ENV_VOLATILE``), sorted."""
+    return sorted((k, v) for k, v in env.items() if k.startswith(ENV_PREFIXES) and k not in ENV_VOLATILE)
 
 
 # --------------------------------------------------------------------------- the tool, the base

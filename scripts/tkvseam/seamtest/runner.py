@@ -323,6 +323,8 @@ class Runner:
         """``keys.venv_state`` of a slot's venv, the overlay's files left out (the installer checks them)."""
         if self._hashes is None:
             self._hashes = keys.HashCache(self.work / "venv-hashes.json")
+            if not self._hashes.known:
+                self.progress.step(f"{venv}: hashing its installed files (once: kept in {self._hashes.path})")
         return keys.venv_state(venv, self.paths, self._hashes)
 
     def inputs(self) -> dict:
@@ -358,6 +360,7 @@ class Runner:
             "extra": [(d, git.rev_parse(self.tree, f"{c}:{p}")) for d, c, p in job.root.extra],
             "targets": list(job.targets),
             "env": sorted((k, v) for k, v in env.items()),
+            "environ": keys.environment(os.environ),
             "plugins": list(job.plugins),
             "timeout": self.timeout,
             "hf_home": self.hf_home.name,

@@ -204,3 +204,27 @@ def test_a_command_lane_whose_inputs_change_while_it_runs_records_nothing(projec
     first = project.cli(*argv)
     assert "not recorded: what it reads changed while it ran" in first.stderr
     assert project.cli(*argv).exit_code == 0 and count.read_text() == "xx"
+
+
+@pytest.mark.parametrize("name", ["VLLM_ATTENTION_BACKEND", "PYTHONHASHSEED", "PYTEST_ADDOPTS", "TORCH_LOGS"])
+def test_a_variable_that_steers_the_stack_reruns_every_job(built, monkeypatch, name):
+    run(built, monkeypatch)
+    monkeypatch.setenv(name, "1")
+    assert run(built, monkeypatch) == ALL
+
+
+@pytest.mark.parametrize("name", ["TKV_SEAM_LOCK_TIMEOUT", "TERM", "SSH_AUTH_SOCK", "MAKEFLAGS"])
+def test_a_variable_that_steers_nothing_keeps_the_passes(built, monkeypatch, name):
+    run(built, monkeypatch)
+    monkeypatch.setenv(name, "42")
+    assert run(built, monkeypatch) == []
+
+
+def test_a_command_lane_reruns_when_a_variable_that_steers_the_stack_changes(project, tmp_path, monkeypatch):
+    (project.root / "tests").mkdir()
+    count = tmp_path / "count"
+    argv = ["seamtest", "lane", "demo", "--", sys.executable, "-c", f"open({str(count)!r}, 'a').write('x')"]
+    project.cli(*argv)
+    monkeypatch.setenv("PYTHONWARNINGS", "error")
+    project.cli(*argv)
+    assert count.read_text() == "xx"
