@@ -96,6 +96,16 @@ class CommandLane:
                 parts["plugin_pin"] = self.base.seam.plugin.requirements_txt()
         return digest(parts)
 
+    def touched(self) -> tuple[str, list[dict]]:
+        """What the key holds of the project and the venvs, by inode, size, mode and times
+        (``keys.files``, ``keys.venv_touched``): a file written while the command ran shows, its
+        bytes put back or not."""
+        return keys.project(self.root, self.reads, touched=True), [keys.venv_touched(v) for v in self.venvs()]
+
+    def untouched_since(self, before) -> bool:
+        now = self.touched()
+        return now[0] == before[0] and all(map(keys.untouched, before[1], now[1]))
+
     def run(self, book: PassBook, progress: Progress, say, quiet_stdout: bool = False) -> LaneRun:
         """Run the command unless recorded; ``say`` prints the lane's own line (stderr).
         ``quiet_stdout``: the command's stdout goes to stderr (``--json``: stdout holds the answer)."""
@@ -110,6 +120,7 @@ class CommandLane:
         say(f"lane {self.name}{where}: running" + (f" (last took ~{took(last)})" if last else ""))
         clock = Clock()
         out = sys.stderr.fileno() if quiet_stdout else None
+        before = self.touched()
 
         with tempfile.TemporaryDirectory(prefix="tkv-seam-lane-") as scratch:
             counts_file = Path(scratch) / "counts.json"
@@ -131,7 +142,7 @@ class CommandLane:
             say(f"lane {self.name}{where}: no test ran ({skipped} skipped); nothing recorded")
         elif code == 0:
             data = {"skipped": skipped} if skipped else None
-            if self.key() != key:
+            if self.key() != key or not self.untouched_since(before):
                 note = "not recorded: what it reads changed while it ran; the next run runs it again"
             elif book.record(self.name, key, clock.seconds, data) is not None:
                 note = "recorded"

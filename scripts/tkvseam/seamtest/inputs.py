@@ -34,8 +34,26 @@ def read(r) -> dict:
     }
 
 
+def touched(r) -> tuple[list[str], list[dict]]:
+    """The same files as ``read``, and the slots in use, by inode, size, mode and times: taken
+    when the first job starts and again at the end, a file written meanwhile (its bytes put back
+    or not) shows, so a test that read it while it was different records nothing."""
+    venvs = [r.python.parent.parent, *(r.work / "venvs" / f"slot-{i}" for i in sorted(r._slots_checked))]
+    project = [
+        keys.project(r.root, touched=True),
+        keys.files(SCRIPTS.parent, [SCRIPTS.name], touched=True),
+        keys.files(r.root, [HF_CONFIGS], touched=True),
+    ]
+    return project, [keys.venv_touched(v, r.paths) for v in venvs]
+
+
+def _same(before, after) -> bool:
+    return before[0] == after[0] and all(map(keys.untouched, before[1], after[1]))
+
+
 def changed(r) -> list[str]:
-    """What changed since the run read its inputs: the project, the venv, a slot's copy of it."""
+    """What changed since the run read its inputs: the project, the venv, a slot's copy of it,
+    a file written while the jobs ran."""
     if r._inputs is None:
         return []
     now = read(r)
@@ -43,6 +61,8 @@ def changed(r) -> list[str]:
     for i in sorted(r._slots_checked):
         if r.venv_state(r.work / "venvs" / f"slot-{i}") != r._inputs["venv"]:
             found.append(f"slot {i}")
+    if not found and r._touched is not None and not _same(r._touched, touched(r)):
+        found.append("a file its jobs can read (written, whether put back or not)")
     if r._hashes is not None:
         r._hashes.save()
     return found

@@ -77,9 +77,24 @@ def _content(path: Path) -> bytes:
         return f"unreadable {type(e).__name__}".encode()
 
 
-def files(root: Path, paths) -> str:
+def _ident(st: os.stat_result) -> str:
+    """What changes whenever a file is written, replaced or its mode changed (ctime cannot be
+    put back), even when its bytes are put back as they were."""
+    return f"{st.st_ino}:{st.st_size}:{st.st_mode}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _touch(path: Path) -> bytes:
+    try:
+        return _ident(path.stat()).encode()
+    except OSError as e:
+        return f"unreadable {type(e).__name__}".encode()
+
+
+def files(root: Path, paths, touched: bool = False) -> str:
     """A digest of the files ``paths`` (relative to ``root``; directories recursively, through
-    symlinked ones) name: each file's path and bytes; a missing path counts as missing."""
+    symlinked ones) name: each file's path and bytes; a missing path counts as missing.
+    ``touched``: each file's inode, size, mode and times instead of its bytes (a file written
+    and put back while a step ran changes it)."""
     h = hashlib.sha256()
     for rel in sorted(set(paths)):
         top = Path(root) / rel
@@ -88,14 +103,14 @@ def files(root: Path, paths) -> str:
             continue
         for p in _walk(top):
             h.update(os.path.relpath(p, root).encode() + b"\0")
-            h.update(_content(p))
+            h.update(_touch(p) if touched else _content(p))
     return h.hexdigest()
 
 
-def project(root: Path, reads=()) -> str:
+def project(root: Path, reads=(), touched: bool = False) -> str:
     """A digest of every file of the project a step can read (see the module docstring):
     all but ``build/``, venvs, bytecode, caches, lock files and the ``NOT_READ`` entries the
-    step does not name in ``reads``."""
+    step does not name in ``reads``. ``touched``: as ``files``."""
     root = Path(root)
     named = {os.path.normpath(r).split(os.sep)[0] for r in reads}
     left_out = {layout.BUILD, *(n for n in NOT_READ if n not in named)}
@@ -104,17 +119,20 @@ def project(root: Path, reads=()) -> str:
     except OSError as e:
         return f"unreadable project {type(e).__name__}"
     top = [n for n in top if not _skipped(n, (root / n).is_dir()) and not (root / n / "pyvenv.cfg").is_file()]
-    return files(root, top)
+    return files(root, top, touched)
 
 
 # --------------------------------------------------------------------------- a venv's installed state
 
 
 class HashCache:
-    """Content hashes of files, remembered per (device, inode, size, mtime, ctime): a file
-    written, replaced or touched gets a new ctime, so it is hashed again; the hard-linked slot
-    copies of a venv share their slot 0's entries. Kept in ``path`` (JSON) between runs; a file
-    that is not one the cache wrote counts as empty."""
+    """Content hashes of files, remembered per (device, inode, size, mtime) with the ctime and link
+    count they had: a file written or replaced gets a new inode, size, mtime or ctime, so it is
+    hashed again (ctime cannot be put back: an edit whose mtime was put back shows too). A ctime
+    that moved with the link count is another venv made or removed from uv's cache (uv hard-links
+    its files into every venv): the bytes are the ones hashed. The hard-linked slot copies of a
+    venv share their slot 0's entries. Kept in ``path`` (JSON) between runs; a file that is not one
+    the cache wrote counts as empty."""
 
     def __init__(self, path: Path | None = None):
         self.path = path
@@ -130,15 +148,16 @@ class HashCache:
                 pass
 
     def sha256(self, path: str, st: os.stat_result) -> str:
-        ident = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-        found = self.seen.get(ident) or self.known.get(ident)
-        if found is None:
+        ident = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        had = self.seen.get(ident) or self.known.get(ident) or "::"
+        ctime, nlink, found = had.split(":", 2)
+        if not found or (ctime != str(st.st_ctime_ns) and nlink == str(st.st_nlink)):
             try:
                 with open(path, "rb") as f:
                     found = hashlib.file_digest(f, "sha256").hexdigest()
             except OSError as e:
                 found = f"unreadable {type(e).__name__}"
-        self.seen[ident] = found
+        self.seen[ident] = f"{st.st_ctime_ns}:{st.st_nlink}:{found}"
         return found
 
     def save(self) -> None:
@@ -165,18 +184,11 @@ def site_packages(venv: Path) -> Path | None:
     return found[0] if found else None
 
 
-def venv_state(venv: Path, managed=(), cache: HashCache | None = None) -> str:
-    """A digest of what ``venv`` holds: each file's path, mode and sha256, each link's target
-    (and the size and times of the interpreter a link leads to outside the venv). Left out:
-    bytecode, ``VENV_SKIP``, the overlay installer's records and ``managed`` (paths relative to
-    site-packages: the overlay's files, checked by the installer before every job)."""
-    venv = Path(os.path.abspath(venv))
-    if not (venv / "pyvenv.cfg").is_file():
-        return f"no venv at {venv}"
-    cache = cache or HashCache()
+def _venv_entries(venv: Path, managed=()):
+    """``(rel, DirEntry, lstat)`` of every entry of ``venv`` a key holds, in a fixed order; a
+    directory that cannot be read is yielded as ``(rel, None, error name)``."""
     site = site_packages(venv)
     skip = {f"{site.relative_to(venv)}/{m}" for m in managed} if site is not None else set()
-    h = hashlib.sha256()
     top = str(venv)
     stack = [""]
     while stack:
@@ -185,7 +197,7 @@ def venv_state(venv: Path, managed=(), cache: HashCache | None = None) -> str:
             with os.scandir(f"{top}/{rel_dir}" if rel_dir else top) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as e:
-            h.update(f"D {rel_dir} unreadable {type(e).__name__}\0".encode())
+            yield rel_dir, None, type(e).__name__
             continue
         subdirs = []
         for entry in entries:
@@ -195,23 +207,59 @@ def venv_state(venv: Path, managed=(), cache: HashCache | None = None) -> str:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 subdirs.append(rel)
-                continue
-            if name.endswith(".pyc"):
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                h.update(f"F {rel} {st.st_mode & 0o7777:o} {cache.sha256(entry.path, st)}\0".encode())
-            elif stat.S_ISLNK(st.st_mode):
-                real = os.path.realpath(entry.path)
-                outside = "" if real.startswith(top + os.sep) else _outside(real)
-                h.update(f"L {rel} -> {os.readlink(entry.path)} {outside}\0".encode())
-            else:
-                h.update(f"O {rel} {stat.S_IFMT(st.st_mode)}\0".encode())
+            elif not name.endswith(".pyc"):
+                try:
+                    yield rel, entry, entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
         stack.extend(reversed(subdirs))
+
+
+def venv_state(venv: Path, managed=(), cache: HashCache | None = None) -> str:
+    """A digest of what ``venv`` holds: each file's path, mode and sha256, each link's target
+    (and the size and times of the interpreter a link leads to outside the venv). Left out:
+    bytecode, ``VENV_SKIP``, the overlay installer's records and ``managed`` (paths relative to
+    site-packages: the overlay's files, checked by the installer before every job)."""
+    venv = Path(os.path.abspath(venv))
+    if not (venv / "pyvenv.cfg").is_file():
+        return f"no venv at {venv}"
+    cache = cache or HashCache()
+    h = hashlib.sha256()
+    for rel, entry, st in _venv_entries(venv, managed):
+        if entry is None:
+            h.update(f"D {rel} unreadable {st}\0".encode())
+        elif stat.S_ISREG(st.st_mode):
+            h.update(f"F {rel} {st.st_mode & 0o7777:o} {cache.sha256(entry.path, st)}\0".encode())
+        elif stat.S_ISLNK(st.st_mode):
+            real = os.path.realpath(entry.path)
+            outside = "" if real.startswith(f"{venv}{os.sep}") else _outside(real)
+            h.update(f"L {rel} -> {os.readlink(entry.path)} {outside}\0".encode())
+        else:
+            h.update(f"O {rel} {stat.S_IFMT(st.st_mode)}\0".encode())
     return h.hexdigest()
+
+
+def venv_touched(venv: Path, managed=()) -> dict[str, tuple[int, ...]]:
+    """Each entry ``venv_state`` holds by inode, size, mode, mtime, ctime and link count."""
+    venv = Path(os.path.abspath(venv))
+    return {
+        rel: (st.st_ino, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink)
+        if entry is not None
+        else (0,)
+        for rel, entry, st in _venv_entries(venv, managed)
+    }
+
+
+def untouched(before: dict, after: dict) -> bool:
+    """No entry of ``venv_touched`` was written, replaced or added since ``before``: a ctime that
+    moved with the link count is another venv made or removed from uv's cache, not a write."""
+    if before.keys() != after.keys():
+        return False
+    for rel, was in before.items():
+        now = after[rel]
+        if was[:4] != now[:4] or (was[4:5] != now[4:5] and was[5:] == now[5:]):
+            return False
+    return True
 
 
 def _outside(path: str) -> str:

@@ -143,6 +143,7 @@ class Runner:
     _inputs: dict | None = field(default=None, repr=False)  # what the keys hold of project and venv
     _slots_checked: set[int] = field(default_factory=set, repr=False)
     _hashes: keys.HashCache | None = field(default=None, repr=False)
+    _touched: tuple | None = field(default=None, repr=False)  # inputs.touched as the jobs started
 
     # -- the series -----------------------------------------------------------
 
@@ -466,6 +467,8 @@ class Runner:
         if to_run:
             for i in range(n):  # make the slot copies before the threads start
                 self.slot_python(i)
+            if self.passes is not None:
+                self._touched = inputs.touched(self)
             threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
             with heartbeat(self.progress, status):
                 for t in threads:

@@ -228,3 +228,74 @@ def test_a_command_lane_reruns_when_a_variable_that_steers_the_stack_changes(pro
     monkeypatch.setenv("PYTHONWARNINGS", "error")
     project.cli(*argv)
     assert count.read_text() == "xx"
+
+
+def test_a_file_written_and_put_back_while_a_lane_runs_records_nothing(built, monkeypatch):
+    """A test read the file while it was different: its outcome is not the pass of the bytes the
+    key names, though they are the same again at the end."""
+    data = built.root / "tests/data/tiny-llama.json"
+    r = open_runner(built)
+    r.python = built.venv / "bin" / "python"
+    ran: list[str] = []
+    real = fake_pytest(r, ran)
+
+    def run_job(job, slot):
+        if job.label == "project-patched":
+            before = data.read_bytes()
+            data.write_bytes(b'{"num_hidden_layers": 9}\n')  # what the test reads now ...
+            data.write_bytes(before)  # ... put back as it was before the run ends
+        return real(job, slot)
+
+    monkeypatch.setattr(r, "run_job", run_job, raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    reports = run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
+    assert any("nothing recorded: a file its jobs can read" in note for rep in reports for note in rep.notes)
+    assert run(built, monkeypatch) == ALL
+
+
+def test_an_installed_file_written_and_put_back_while_a_lane_runs_records_nothing(built, monkeypatch):
+    target = site(built) / "vllm" / "sampler.py"
+    r = open_runner(built)
+    r.python = built.venv / "bin" / "python"
+    real = fake_pytest(r, [])
+
+    def run_job(job, slot):
+        if job.label == "full-series":
+            edit_in_place_keeping_times(target, "1.0", "5.0")
+            edit_in_place_keeping_times(target, "5.0", "1.0")
+        return real(job, slot)
+
+    monkeypatch.setattr(r, "run_job", run_job, raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
+    assert run(built, monkeypatch) == ALL
+
+
+def test_a_command_lane_whose_input_is_written_and_put_back_records_nothing(project, tmp_path):
+    (project.root / "tests").mkdir()
+    (project.root / "tests" / "data.json").write_text("{}\n")
+    data = project.root / "tests" / "data.json"
+    code = f"import pathlib; p = pathlib.Path({str(data)!r}); b = p.read_bytes(); p.write_bytes(b'x'); p.write_bytes(b)"
+    argv = ["seamtest", "lane", "demo", "--", sys.executable, "-c", code]
+    assert "not recorded: what it reads changed while it ran" in project.cli(*argv).stderr
+
+
+def test_another_venv_linking_the_same_files_keeps_the_passes(built, monkeypatch, tmp_path):
+    """uv hard-links its cache's files into every venv: a venv made or removed elsewhere moves the
+    link count, hence the ctime, of every file this one shares; the bytes are the same."""
+    target = site(built) / "vllm" / "sampler.py"
+    r = open_runner(built)
+    r.python = built.venv / "bin" / "python"
+    real = fake_pytest(r, [])
+
+    def run_job(job, slot):
+        if job.label == "full-series":  # while the lane runs, as well
+            os.link(target, tmp_path / "other-venv-sampler.py")
+        return real(job, slot)
+
+    monkeypatch.setattr(r, "run_job", run_job, raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    reports = run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
+    assert not any("nothing recorded" in note for rep in reports for note in rep.notes)
+    (tmp_path / "other-venv-sampler.py").unlink()  # that venv removed
+    assert run(built, monkeypatch) == []
