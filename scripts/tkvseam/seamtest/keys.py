@@ -149,8 +149,8 @@ class HashCache:
 
     def sha256(self, path: str, st: os.stat_result) -> str:
         ident = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-        had = self.seen.get(ident) or self.known.get(ident) or "::"
-        ctime, nlink, found = had.split(":", 2)
+        had = (self.seen.get(ident) or self.known.get(ident) or "").split(":", 2)
+        ctime, nlink, found = had if len(had) == 3 else ("", "", "")
         if not found or (ctime != str(st.st_ctime_ns) and nlink == str(st.st_nlink)):
             try:
                 with open(path, "rb") as f:

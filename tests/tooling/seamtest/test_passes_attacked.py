@@ -224,3 +224,20 @@ def test_records_are_never_written_or_read_through_a_link_below_build(project, t
         target.write_bytes(path.read_bytes())
     assert book.lookup("demo", KEY) is None
     assert lane(project, *cmd).exit_code == 0 and count.read_text() == "xx"  # no pass read through it
+
+
+@pytest.mark.parametrize("value", ["no colons", "1:2", 5, None])
+def test_a_damaged_hash_cache_is_hashed_again_and_no_crash(tmp_path, value):
+    from tkvseam.seamtest import keys
+
+    venv = tmp_path / "venv"
+    module = venv / "lib" / "python3.11" / "site-packages" / "m.py"
+    module.parent.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("version = 3.11\n")
+    module.write_text("x = 1\n")
+    want = keys.venv_state(venv)
+    st = module.stat()
+    cache = tmp_path / "hashes.json"
+    ident = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+    cache.write_text(json.dumps({ident: value}) if value is not None else "{not json")
+    assert keys.venv_state(venv, cache=keys.HashCache(cache)) == want
