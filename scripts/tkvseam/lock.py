@@ -115,12 +115,21 @@ def locked(path: Path, what: str, progress: Progress = QUIET) -> Iterator[None]:
 
 
 def _try_flock(path: Path) -> int | None:
+    """An fd holding the lock of the file now at ``path`` (a venv removed and made again while
+    this run waited has a new one: that is locked), or None when another run holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
+    try:
+        same = os.path.samestat(os.stat(path), os.fstat(fd))
+    except FileNotFoundError:
+        same = False
+    if not same:
+        os.close(fd)
+        return _try_flock(path)
     return fd
 
 

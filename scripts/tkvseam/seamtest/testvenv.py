@@ -31,7 +31,7 @@ from ..answer import Answer
 from ..bases.pins import TRITON_STAND_IN, Base, cpu_rules
 from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
-from ..lock import locked
+from ..lock import locked, venv_locked
 from ..progress import QUIET, Progress
 from ..overlay.install import STATE as OVERLAY_STATE
 from . import triton_standin
@@ -212,7 +212,8 @@ def build(
                 )
             progress.step(f"{shown}: uv venv + {base.cpu_lock} (--no-deps)")
             if venv.exists():
-                shutil.rmtree(venv)
+                with venv_locked(venv, progress):  # never under a lane running its tests there
+                    shutil.rmtree(venv)
             uv = uv_executable()
             _run(
                 [uv, "venv", "-q", "-p", python, str(venv)],

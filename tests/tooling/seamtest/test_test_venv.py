@@ -168,3 +168,20 @@ def test_a_second_build_of_the_same_venv_waits_for_the_first(vproject, monkeypat
 def test_no_lock_names_the_command_that_makes_it(project):
     err = project.cli("venv-vllm", NAME, expect=1).stderr
     assert f"no CPU lock ci/lock-cpu-{NAME}.txt" in err and f"make lock-cpu BASE={NAME}" in err
+
+
+def test_a_rebuild_waits_for_a_lane_running_its_tests_in_the_venv(vproject, monkeypatch):
+    """A seam lane holds its venv (uv's .lock in it) from its overlay install to the end of its
+    tests: a rebuild (the lock changed) never removes the venv under it (issue 34)."""
+    from tkvseam.lock import venv_locked
+
+    rules(vproject)
+    vproject.cli("venv-vllm", NAME)
+    venv = vproject.root / f".venv-vllm-{NAME}"
+    lock = vproject.root / "ci" / f"lock-cpu-{NAME}.txt"
+    lock.write_text(lock.read_text().replace("tkv-helper-fake==1.0\n", ""))
+    monkeypatch.setenv("TKV_SEAM_LOCK_TIMEOUT", "0.5")
+    with venv_locked(venv):  # as run_lanes holds it
+        err = vproject.cli("venv-vllm", NAME, expect=10).stderr
+    assert f"still holds the venv {venv}" in err and (venv / "bin" / "python").exists()
+    assert json.loads(vproject.cli("venv-vllm", NAME, "--json").output)["status"] == "built"
