@@ -211,7 +211,8 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
     assert report.lines[-2].endswith("make bisect BASE=v9.9.9 PATCH=0001")
     ruff_path = Path(sys.executable).with_name("ruff")  # the base's ruff: its command, runnable as written
     files = "vllm/vllm/a.py vllm/vllm/mod.py"  # the tree's files, from the root (tmp_path)
-    assert f"`{ruff_path} check --fix {files}; {ruff_path} format {files}`" in report.lines[-2]
+    own = "--config vllm/pyproject.toml"  # the tree's own configuration only (issue 34)
+    assert f"`{ruff_path} check {own} --fix {files}; {ruff_path} format {own} {files}`" in report.lines[-2]
 
     # One patch's bisect (PATCH=0002) checks its own prefix only.
     lane = BisectLane(only={2})
