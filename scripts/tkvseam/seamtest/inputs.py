@@ -6,12 +6,14 @@ run in a test root of the build tree reaches of the project (its ``PYTHONPATH``,
 ``scripts/``, and the HF configs its HF home is made from) and the test venv's installed state
 (``keys.venv_state``). ``changed`` reads them again at the end: a run records its passes only
 when they are still what it started from. ``held`` holds the work directory and the test venv
-for the whole run; ``require_queue`` refuses a build tree whose commits are not the queue's.
+for the whole run; ``require_queue`` refuses a build tree whose commits are not the queue's;
+``own_config`` keeps pytest in a test root of the tree to that root's own configuration.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 from .. import git, hints, layout
@@ -94,3 +96,11 @@ def require_queue(root: Path, tree: Path, base: str, state, digests: dict[str, s
             "changed since it was applied): the seam tests test the queue, refused",
             hint=f"{hints.rerun('apply', root, base, tree)}   (then the lane again)",
         )
+
+
+def own_config(cwd: Path) -> list[str]:
+    """pytest's options in a test root of the tree: its own configuration only (its
+    pyproject.toml, else none), rooted there; never the project's, found above it (node ids
+    would be the project's ``build/…`` paths, and every test "missing")."""
+    config = cwd / "pyproject.toml"
+    return [f"--rootdir={cwd}", "-c", str(config) if config.is_file() else os.devnull]

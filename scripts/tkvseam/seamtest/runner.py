@@ -13,12 +13,9 @@ files by rename, so a slot's overlaid files never touch another slot's). Each
 slot runs one job at a time; the longest jobs start first (the previous run's
 wall times, else the lane's estimate).
 
-Nothing changes under a run: ``run_lanes`` holds the work directory (its slots, stages, test
-roots) and the test venv (``lock.venv_locked``: the file uv locks too) from the first key it
-reads to the last pass it records, so an overlay install or restore, another lane or a second
-``make test`` on the same venv waits for it (``TKV_SEAM_LOCK_TIMEOUT``, then exit 10). What a
-key holds of the project and of the venv is read again at the end: a pass is recorded only
-when it is what the run started from.
+Nothing changes under a run: ``run_lanes`` holds the work directory and the test venv from its
+first key to its last record, and records a pass only when what it read is as it started
+(``inputs``).
 
 Bytecode: ``uv`` installs the venv without ``.pyc`` files. Test processes may
 write them (the first one that imports a module compiles it once for every
@@ -287,7 +284,7 @@ class Runner:
             f"--timeout={self.timeout}",
             "-o",
             "addopts=",
-            *self._own_config(job, cwd),
+            *([] if job.root.commit is None else inputs.own_config(cwd)),
             *job.targets,
         ]
         started = time.monotonic()
@@ -304,16 +301,6 @@ class Runner:
             raise SeamError(f"pytest could not run ({job.label}); see {log}")
         self.progress.step(f"[slot {slot}] {job.label}: {summary} ({seconds:.0f} s, log {log})")
         return JobResult(job, rows, seconds, summary, log, slot, ended=started + seconds)
-
-    @staticmethod
-    def _own_config(job: Job, cwd: Path) -> list[str]:
-        """A test root of the tree takes its own configuration only (its pyproject.toml, else
-        none), rooted there: never the project's, found above it (node ids would be the
-        project's ``build/…`` paths, and every test "missing")."""
-        if job.root.commit is None:
-            return []
-        config = cwd / "pyproject.toml"
-        return [f"--rootdir={cwd}", "-c", str(config) if config.is_file() else os.devnull]
 
     # -- what a job reads ----------------------------------------------------------
 
@@ -336,8 +323,7 @@ class Runner:
         return self._inputs
 
     def held(self):
-        """Hold the work directory (slots, stages, roots) and the test venv for the block."""
-        return inputs.held(self)
+        return inputs.held(self)  # the work directory (slots, stages, roots) and the test venv
 
     def job_key(self, job: Job) -> str:
         """A digest of everything ``job`` can read: the tool, the venv's installed state with
