@@ -140,7 +140,11 @@ def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
 
     source = carried_before(load_bases(ctx.bases_file, ctx.root), ctx.root, to_base.version)
     if base_name:  # unknown: the base a port onto TO starts from by default, never a newer one
-        again = hints.port(verb, to_base.name, BASE=source.name) if source else hints.tool("carried")
+        again = (
+            hints.make("port", VERB=verb, BASE=source.name, TO=to_base.name)
+            if source
+            else hints.tool("carried")
+        )
         return ctx.base(base_name, hint=again)
     if source is None:
         raise UsageError(

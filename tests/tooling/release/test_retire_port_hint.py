@@ -42,4 +42,4 @@ def test_an_unknown_base_to_port_from_is_answered_with_the_one_a_port_starts_fro
         bases.read_text() + '\n["v9.11.0"]' + newer.replace(f"patches/{NEXT}", "patches/v9.11.0")
     )
     err = pproject.cli("port", "start", "--base", "v9.9.8", "--to", NEXT, expect=2).stderr
-    assert f"next: make port VERB=start TO={NEXT} BASE=v9.9.9" in err, err
+    assert f"next: make port VERB=start BASE=v9.9.9 TO={NEXT}" in err, err
