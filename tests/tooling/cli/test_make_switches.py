@@ -70,6 +70,14 @@ def test_prove_is_on_or_off_in_every_spelling(make, value):
     assert ("--prove" in argv) == (value in ON), argv
 
 
+@pytest.mark.parametrize("value", ON + OFF)
+def test_what_the_port_does_by_itself_is_on_or_off_in_every_spelling(make, value):
+    proc, argv, _ = make("carry", "VERSION=0.34.0", f"AUTORESOLVE={value}", f"FIX={value}", f"REPLAY={value}")
+    assert proc.returncode == 0, proc.stderr
+    off = {"--no-autoresolve", "--no-fix", "--no-replay"}
+    assert (off <= set(argv)) == (value in OFF) and (off & set(argv) == set()) == (value in ON), argv
+
+
 def test_prove_left_out_is_each_targets_own_default(make):
     assert "--no-prove" not in make("carry", "VERSION=0.34.0")[1]  # carry proves
     assert "--prove" not in make("port", "VERB=start", "TO=v0.34.0")[1]  # a port does not
@@ -89,7 +97,7 @@ def test_json_is_on_or_off_in_every_spelling(make, value):
     assert ("--json" in argv) == (value in ON), argv
 
 
-@pytest.mark.parametrize("name", ["PROVE", "FRESH", "JSON", "FORCE"])
+@pytest.mark.parametrize("name", ["PROVE", "FRESH", "JSON", "FORCE", "AUTORESOLVE", "FIX", "REPLAY"])
 @pytest.mark.parametrize("value", BAD)
 def test_any_other_value_stops_make_before_any_recipe(make, name, value):
     proc, argv, _ = make("carry", "VERSION=0.34.0", f"{name}={value}")
