@@ -333,10 +333,14 @@ class PortSession:
             )
         unstaged = git.unstaged_paths(tree)
         if unstaged:
+            changed = [p for p in unstaged if git.exists_at(tree, "HEAD", p)]
+            new = [p for p in unstaged if p not in changed]  # untracked: the user's, never dropped by a hint
+            drop = [f"drop the edits (`{git_c(tree, 'checkout', '--', *changed)}`)"] if changed else []
+            drop += [f"move {', '.join(new)} out of {hints.quote(tree)}"] if new else []
             raise RefusedError(
                 f"{current}: changes not staged: {', '.join(unstaged)}",
-                hint=f"stage them (`{git_c(tree, 'add', *unstaged)}`) or drop them "
-                f"(`{git_c(tree, 'checkout', '--', *unstaged)}`), then `{self.command('continue')}`",
+                hint=f"stage them (`{git_c(tree, 'add', *unstaged)}`) or {' and '.join(drop)}, "
+                f"then `{self.command('continue')}`",
             )
         if not git.staged_paths(tree):
             raise RefusedError(
@@ -408,7 +412,12 @@ class PortSession:
         message = (self.resolutions.message(patch.name) if replayed else None) or patch.header.message
         check_patch(self, state, patch, r, message if replayed else None)  # stops (breaks) when it fails
         self.journal.begin(state, patch, status, r.note)
-        commit = git.commit(self.path, message, patch.header.author)
+        # the patch's own files only: a linter's cache or a user's file left in the tree stays out
+        own = [p for f in r.files for p in (f.path, f.moved_to) if p]
+        own = [
+            p for p in dict.fromkeys(own) if (self.path / p).exists() or git.exists_at(self.path, "HEAD", p)
+        ]
+        commit = git.commit(self.path, message, patch.header.author, paths=own or None)
         self.journal.record(state, patch, status, commit, message, note=r.note)
 
     def _say_environment(self, patch: Patch) -> None:

@@ -141,9 +141,15 @@ class PortTree:
     def unmerged(self) -> list[str]:
         return git.unmerged_paths(self.path)
 
-    def changes_nothing(self) -> bool:
-        """Everything staged (ignored files too): does the index equal HEAD?"""
-        git.stage(self.path, force=True)
+    def changes_nothing(self, paths: list[str]) -> bool:
+        """The patch's own files staged (ignored ones too: a base tree from an sdist holds files its
+        .gitignore names): does the index equal HEAD? Nothing else in the tree is staged (a linter's
+        cache, a user's notes never enter the patch's commit)."""
+        there = [
+            p for p in dict.fromkeys(paths) if (self.path / p).exists() or git.exists_at(self.path, "HEAD", p)
+        ]
+        if there:
+            git.stage(self.path, there, force=True)
         return git.index_matches(self.path, "HEAD")
 
     # -- applying -----------------------------------------------------------------
@@ -350,7 +356,8 @@ def try_patch(
     report = PatchReport(patch.name, patch.header.slug, patch.header.summary)
     report.evidence, marks = obsolete_evidence(tree, patch, file_sections(patch))
     report.files, report.hunks = tree.apply_files(patch, moves)
-    if not tree.unmerged() and tree.changes_nothing():
+    touched = [p for f in report.files for p in (f.path, f.moved_to) if p]
+    if not tree.unmerged() and tree.changes_nothing(touched):
         report.evidence.insert(
             0,
             Evidence(

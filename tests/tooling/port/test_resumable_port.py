@@ -271,3 +271,32 @@ def test_port_refuses_a_finished_port_tree_with_a_user_commit_and_replaces_an_un
     err = project.cli("port", "start", "--base", NAME, "--to", nxt, expect=5).stderr
     assert "extra: my resolution" in err
     assert (tree / "vllm/extra.py").read_text() == "y = 2\n"
+
+
+def test_a_patch_that_goes_in_by_itself_commits_only_its_own_files(pproject):
+    """A cache a linter left in the port tree (ruff's .ruff_cache ignores itself with a `*`
+    .gitignore) stays out of the commits of the patches that go in after it, and stays where it
+    is (vLLM 0.34.0's carry: a 3-way patch's commit took the .ruff_cache of a hand-run ruff)."""
+    port(pproject, "start", expect=12)
+    tree = port_tree(pproject)
+    cache = tree / ".ruff_cache"
+    cache.mkdir()
+    (cache / ".gitignore").write_text("*\n")
+    (cache / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    resolve_0001(tree)
+    port(pproject, "continue", "--verdict", "re-expressed", "--reason", "upstream rewrote sub()", expect=12)
+    first = git.out(tree, "rev-list", "--max-parents=0", "HEAD")
+    committed = git.out(tree, "log", "--name-only", "--format=", f"{first}..HEAD").split()
+    assert committed and not [name for name in committed if name.startswith(".ruff_cache/")], committed
+    assert (cache / "CACHEDIR.TAG").is_file()
+
+
+def test_untracked_files_left_in_the_port_tree_are_never_hinted_away_with_checkout(pproject):
+    port(pproject, "start", expect=12)
+    tree = port_tree(pproject)
+    (tree / "notes.txt").write_text("mine\n")
+    resolve_0001(tree)
+    err = port(pproject, "continue", expect=5).stderr
+    assert "not staged: notes.txt" in err and "checkout" not in err
+    assert f"move notes.txt out of {tree}" in err
+    assert (tree / "notes.txt").read_text() == "mine\n"
