@@ -28,7 +28,7 @@ import pytest
 from click.testing import CliRunner
 from docker.errors import ImageNotFound
 
-from tkvseam import git
+from tkvseam import git, layout
 from tkvseam.bases.pins import load_bases
 from tkvseam.cli.main import main
 from tkvseam.image.build import REVISION_LABEL, SOURCE_LABEL, STAND_IN_LABEL
@@ -95,6 +95,19 @@ def image_cli(*args: str):
     return cli("image", "--base", BASE, "--source", SOURCE, *args)
 
 
+def build_log(out: dict) -> str:
+    """The builder's whole log of a build, which the tool keeps in a file and names in its answer."""
+    return (ROOT / out["log"]).read_text(encoding="utf-8")
+
+
+def nothing_built(refused) -> bool:
+    """``refused`` (a call of the tool) started no build: the builder's log it would write is not there."""
+    log = layout.image_log(ROOT, BASE)
+    log.unlink(missing_ok=True)
+    refused()
+    return not log.exists()
+
+
 @pytest.fixture(scope="module")
 def images(api, tree):
     """Make stand-ins with the tool and variants on top of them; remove every image made here."""
@@ -146,9 +159,15 @@ def dangling(api) -> set[str]:
 def test_overlay_replaces_exactly_the_patched_files(api, tree, images):
     path, state = tree
     tag = f"{TARGET}:test"
-    res = image_cli("--base-image", images["uv"], "--stand-in", "--turbo-attn", "", "--tag", tag)
+    refused = []
+    assert nothing_built(
+        lambda: refused.append(
+            image_cli("--base-image", images["uv"], "--stand-in", "--turbo-attn", "", "--tag", tag)
+        )
+    )
+    res = refused[0]
     assert res.exit_code == 2 and "could pass for the real image" in res.stderr  # a tag by hand says so too
-    assert "Step 1/" not in res.output and not api.images(name=tag)
+    assert not api.images(name=tag)
     tag += "-noplugin-standin"
     res = image_cli("--base-image", images["uv"], "--stand-in", "--turbo-attn", "", "--tag", tag, "--json")
     assert res.exit_code == 0, res.output + res.stderr
@@ -156,7 +175,7 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, images):
     images["built"](out["tag"])
     patched = overlay_paths(read_series(ROOT, PINS.queue, BASE).load())
     n = len(patched)
-    assert f"tkv-seam overlay: {n} file(s) replaced, {n} verified" in res.stderr
+    assert f"tkv-seam overlay: {n} file(s) replaced, {n} verified" in build_log(out)
     labels = api.inspect_image(out["tag"])["Config"]["Labels"]
     assert labels["io.tkv-seam.series.digest"] == state.digest
     assert labels["io.tkv-seam.base.image"] == images["uv"]
@@ -208,17 +227,23 @@ def test_altered_base_file_fails_the_build_naming_it_and_leaves_no_dangling_imag
         in res.stderr
     )
     assert "returned a non-zero code" not in res.stderr.split("Error:", 1)[1]
+    assert "Step 1/" in build_log({"log": layout.image_log(ROOT, BASE)})  # the builder's own log is kept
     assert not api.images(name=f"{TARGET}:altered-noplugin-standin")
     assert dangling(api) == before
 
 
 def test_base_image_with_a_foreign_revision_is_refused_before_building(api, tree, images):
     foreign = images["variant"]("foreign", f"LABEL {STAND_IN_LABEL}=false {REVISION_LABEL}=0123456789ab")
-    res = image_cli("--base-image", foreign, "--turbo-attn", "", "--tag", f"{TARGET}:foreign")
+    refused = []
+    assert nothing_built(
+        lambda: refused.append(
+            image_cli("--base-image", foreign, "--turbo-attn", "", "--tag", f"{TARGET}:foreign")
+        )
+    )
+    res = refused[0]
     assert res.exit_code == 7
     pinned = PINS.image.revision_prefix
     assert f"org.opencontainers.image.revision=0123456789ab; {BASE} pins {pinned}" in res.stderr
-    assert "Step 1/" not in res.output  # nothing was built
     assert not api.images(name=f"{TARGET}:foreign")
 
 
@@ -241,8 +266,9 @@ def test_plugin_installed_hash_checked_changes_no_other_package(api, tree, image
     assert tag == f"tkv-seam/vllm-openai:{BASE}-{state.digest[:12]}-standin"
     assert out["stand_in"] is True and out["run"] is None
     assert out["plugin"] == PINS.seam.plugin.requirement
-    assert "--require-hashes" in res.stderr and "--no-deps" in res.stderr and "--no-index" in res.stderr
-    assert f"tkv-seam plugin: installed {PINS.seam.plugin.requirement} with uv" in res.stderr
+    log = build_log(out)
+    assert "--require-hashes" in log and "--no-deps" in log and "--no-index" in log
+    assert f"tkv-seam plugin: installed {PINS.seam.plugin.requirement} with uv" in log
     before = run_in(images["uv"], FREEZE).split()
     after = run_in(tag, FREEZE).split()
     assert len(before) > 100  # the stand-in carries the base's locked packages (metadata)
