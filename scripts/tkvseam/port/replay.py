@@ -2,7 +2,8 @@
 
 Every port of a project shares one store, ``build/port-resolutions/`` (``layout.port_resolutions``):
 ``rr-cache/``, git rerere's own (a port tree's ``.git/rr-cache`` is a link to it), and
-``messages/<to>/<patch>``, the commit message a resolution was continued with. When a patch
+``messages/<to>/<patch>``, the commit message a resolution was continued with (and beside it,
+``<patch>.header``, the patch's own message it was written from). When a patch
 conflicts, rerere records the conflicts and puts back a resolution recorded before for the
 same conflict text (a carry aborted and started again; the same hunk onto another release);
 when the user continues a resolution, rerere records it. A file whose conflicts are all
@@ -20,6 +21,9 @@ from pathlib import Path
 
 from .. import git, layout
 from ..fsutil import atomic_write
+from ..queue.header import PatchFormatError
+from ..queue.message import message_header, set_trailer
+from ..queue.patch import Patch
 
 _RESOLVED = re.compile(r"^Resolved '(.+)' using previous resolution\.$")
 _MARKERS = ("<" * 7 + " ", ">" * 7 + " ")
@@ -73,20 +77,47 @@ class Resolutions:
             done.append(path)
         return done
 
-    def record(self, tree: Path, patch: str, message: str) -> list[str]:
-        """Record the resolution being continued (rerere's postimages; the message): the paths."""
+    def record(self, tree: Path, patch: Patch, message: str) -> list[str]:
+        """Record the resolution being continued (rerere's postimages; the message, and the patch's
+        own message it was written from): the paths."""
         self._link(tree)
         said = git.rerere(tree)
-        kept = self.dir / "messages" / self.to_name / patch
+        kept = self._message_path(patch.name)
         kept.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(kept, message)
+        atomic_write(kept.with_name(kept.name + ".header"), patch.header.message)
         return [line for line in said if line.startswith("Recorded resolution")]
 
     def forget_progress(self, tree: Path) -> None:
         """A patch left out: rerere forgets the conflicts in progress (recorded resolutions stay)."""
         (tree / ".git" / "MERGE_RR").unlink(missing_ok=True)
 
-    def message(self, patch: str) -> str | None:
-        """The message a resolution of ``patch`` was continued with on this port's target, if any."""
-        path = self.dir / "messages" / self.to_name / patch
-        return path.read_text() if path.is_file() else None
+    def _message_path(self, name: str) -> Path:
+        return self.dir / "messages" / self.to_name / name
+
+    def header_changed(self, patch: Patch) -> bool:
+        """Whether ``patch``'s own message is no longer the one its recorded message was written from
+        (the queue was edited since; a record without it: unchanged)."""
+        was = self._message_path(patch.name)
+        was = was.with_name(was.name + ".header")
+        return was.is_file() and was.read_text() != patch.header.message
+
+    def message(self, patch: Patch) -> str | None:
+        """The message a resolution of ``patch`` was continued with on this port's target, if any.
+        Once the queue changed the patch's header since, the patch's own message with the Verdict
+        and Reason recorded (an edit of the queue is never undone by a replay)."""
+        path = self._message_path(patch.name)
+        if not path.is_file():
+            return None
+        recorded = path.read_text()
+        if not self.header_changed(patch):
+            return recorded
+        try:
+            given = message_header(patch, recorded)
+        except PatchFormatError:
+            return None
+        out = patch.header.message
+        for key in ("Verdict", "Reason"):
+            if given.get(key):
+                out = set_trailer(out, key, " ".join(given.get(key)))
+        return out

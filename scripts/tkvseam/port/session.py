@@ -209,7 +209,7 @@ class PortSession:
             self._check_message(patch, message, msg)
             check_patch(self, state, patch, None, message)  # a resolution that breaks the base stops again
             if self.auto.replay:  # the same conflict on another port gets this resolution back
-                for line in self.resolutions.record(self.path, patch.name, message):
+                for line in self.resolutions.record(self.path, patch, message):
                     self.progress.step(f"{patch.name}: {line} (git rerere)")
             self.journal.begin(state, patch, DoneStatus.RESOLVED)
             commit = git.commit_index(self.path, message, git.Person.parse(patch.header.author))
@@ -389,7 +389,7 @@ class PortSession:
                     continue
                 self.journal.stop(state, patch, r)
                 replayed = any(f.status == FileStatus.REPLAYED for f in r.files)
-                if replayed and (recorded := self.resolutions.message(patch.name)):
+                if replayed and (recorded := self.resolutions.message(patch)):
                     atomic_write(self.journal.message_file, recorded)  # the message a resolution had
                 raise PortStopped(
                     "\n".join([stop_message(self.to_base.name, r), *did_lines(did)]),
@@ -409,7 +409,17 @@ class PortSession:
         conflict got a recorded resolution back goes in as resolved, with that resolution's message."""
         replayed = any(f.status == FileStatus.REPLAYED for f in r.files)
         status = DoneStatus.RESOLVED if replayed else DoneStatus(str(r.own))
-        message = (self.resolutions.message(patch.name) if replayed else None) or patch.header.message
+        message = (self.resolutions.message(patch) if replayed else None) or patch.header.message
+        if replayed and self.resolutions.header_changed(patch):
+            did = Did(
+                "replay",
+                patch.name,
+                "the message recorded with it was for an earlier header of the "
+                "patch (the queue changed since): the patch's own message kept, with the Verdict and "
+                "Reason given then",
+            )
+            self.progress.step(f"{patch.name}: {did.line()}")
+            r.did.append(did.to_json())
         check_patch(self, state, patch, r, message if replayed else None)  # stops (breaks) when it fails
         self.journal.begin(state, patch, status, r.note)
         # the patch's own files only: a linter's cache or a user's file left in the tree stays out

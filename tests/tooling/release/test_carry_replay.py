@@ -78,3 +78,17 @@ def test_the_same_conflict_onto_another_release_replays_the_resolution(tmp_path,
             (project.root / "build" / "port-v9.11.0" / ".git" / "tkv-seam-port-gate.json").read_text()
         )
         assert record["0002-add-mul.patch"]["how"] == "replayed"
+
+
+def test_a_header_edited_in_the_queue_since_is_kept_with_the_replayed_resolution(gproject, wheels):  # noqa: F811
+    """The resolution is the same conflict's, but the message recorded with it was written for the
+    patch's header as it was then: an edit made to the queue since (here its description) is not
+    undone; the Verdict and Reason given at the stop come with the resolution."""
+    _resolved_once_then_aborted(gproject, wheels)
+    patch = gproject.root / "patches" / "0002-add-mul.patch"
+    patch.write_text(patch.read_text().replace("Adds mul().", "Adds mul(), reviewed again."))
+    stop = carry(gproject, wheels, expect=12).stderr
+    assert "stopped at 0003-use-mul.patch: breaks" in stop
+    assert "the message recorded with it was for an earlier header of the patch" in stop
+    message = git.commit_info(gproject.root / "build" / f"port-{NEW_NAME}", "HEAD").message
+    assert "Adds mul(), reviewed again." in message and "Verdict: re-expressed" in message
