@@ -89,8 +89,10 @@ def _statements(lines: list[str]) -> tuple[str, dict[str, str]] | None:
     found: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
-            for a in node.names:
-                found[f"import {a.name}" + (f" as {a.asname}" if a.asname else "")] = a.asname or a.name
+            for a in node.names:  # `import a.b` binds a
+                found[f"import {a.name}" + (f" as {a.asname}" if a.asname else "")] = (
+                    a.asname or a.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and all(a.name != "*" for a in node.names):
             module = "." * node.level + (node.module or "")
             for a in node.names:
@@ -114,12 +116,11 @@ def merge_region(region: Region) -> tuple[list[str], list[str], list[str]] | Non
     merged = {**{k: v for k, v in base.items() if k in ours and k in theirs}}
     merged |= {k: v for k, v in ours.items() if k not in base}
     merged |= {k: v for k, v in theirs.items() if k not in base}
-    bound: dict[str, str] = {}
+    bound: dict[str, str] = {}  # a name: what binds it (a plain `import a`, `import a.b`: the package a)
     for stmt, name in merged.items():
-        if not stmt.startswith("import ") or " as " in stmt:  # `import a.b` and `import a.c` both bind a
-            if name in bound and bound[name] != stmt:
-                return None
-            bound[name] = stmt
+        what = "package" if stmt.startswith("import ") and " as " not in stmt else stmt
+        if bound.setdefault(name, what) != what:
+            return None
     indent = indents.pop() if indents else ""
     added = sorted(k for k in merged if k not in ours)
     dropped = sorted(k for k in ours if k not in merged)
