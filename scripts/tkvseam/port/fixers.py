@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import git
 from ..bases.pins import Base
-from ..edit.stylecheck import gate_ruff
+from ..edit.stylecheck import config_args, gate_ruff
 from ..errors import SeamError
 from ..progress import Progress
 from .auto import Did
@@ -30,8 +30,10 @@ _COMMON = ["--force-exclude", "--no-cache"]
 
 
 def _run(exe: str, tree: Path, args: list[str], path: str, text: str) -> subprocess.CompletedProcess:
+    """ruff on ``text`` as ``path`` of ``tree``, with the tree's own configuration only, as the gate
+    checks it (``config_args``: never a configuration found above the tree, the project's)."""
     return subprocess.run(
-        [exe, *args, *_COMMON, "--stdin-filename", path, "-"],
+        [exe, *args, *config_args(tree), *_COMMON, "--stdin-filename", path, "-"],
         cwd=tree,
         input=text.encode("utf-8", "surrogateescape"),
         capture_output=True,
@@ -143,8 +145,8 @@ def run_fixers(exe: str, tree: Path, paths: list[str]) -> list[Did]:
 
 
 class Isort:
-    """The base's own import sort: ``ruff check --select I --fix`` with the base's ruff pin, in the
-    tree (its configuration). The ruff is found on first use; without one (no pin) it sorts nothing."""
+    """The base's own import sort: ``ruff check --select I --fix`` with the base's ruff pin and the
+    tree's own configuration. The ruff is found on first use; without one (no pin) it sorts nothing."""
 
     def __init__(self, base: Base, cache: Path, tree: Path, progress: Progress):
         self.base, self.cache, self.tree, self.progress = base, cache, tree, progress
@@ -169,7 +171,7 @@ class Isort:
             return None
         proc = subprocess.run(
             [exe, "check", "--select", "I", "--fix", "--no-unsafe-fixes", "--exit-zero", "--quiet"]
-            + ["--force-exclude", "--no-cache", "--stdin-filename", path, "-"],
+            + [*config_args(self.tree), *_COMMON, "--stdin-filename", path, "-"],
             cwd=self.tree,
             input=text.encode("utf-8", "surrogateescape"),
             capture_output=True,

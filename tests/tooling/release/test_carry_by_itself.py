@@ -27,7 +27,7 @@ from ..fixtures.autocase import (
     make_partly_fixable_queue,
 )
 from ..fixtures.carry import carry as carry_with_proving
-from ..fixtures.carry import wheels  # noqa: F401  (fixtures)
+from ..fixtures.carry import releases, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
 
 
@@ -175,3 +175,28 @@ def test_without_the_fixers_the_stop_says_what_ruff_format_would_change(fix_case
     assert f"{LABELS}:2 F541 [*] f-string without any placeholders" in stop
     assert f"{LABELS}:5 format: ruff format would rewrite line 5 as 'TABLE = {{\"a\": 1}}'" in stop
     assert "remove '" not in stop
+
+
+@pytest.fixture
+def fix_case_in_a_configured_project(tmp_path, releases, monkeypatch):  # noqa: F811
+    """The fixable patch on releases with no ruff configuration of their own, in a project whose own
+    configuration (as tkv-seam's pyproject.toml) excludes build/, where the port tree is."""
+    project_config = '[tool.ruff]\nline-length = 110\nextend-exclude = ["build"]\n'
+
+    def make_queue(project):
+        make_fixable_queue(project)
+        (project.root / "pyproject.toml").write_text(project_config)
+
+    yield from _project(tmp_path, releases, monkeypatch, make_queue)
+
+
+def test_the_fixers_use_the_configuration_the_gate_checks_with(fix_case_in_a_configured_project, wheels):  # noqa: F811
+    """The gate runs the base's ruff with the tree's configuration alone (none here: ruff's
+    defaults), never the project's; the fixers run with the same, so what the gate finds they fix."""
+    out = json.loads(carry(fix_case_in_a_configured_project, wheels, "--json").stdout)
+    assert out["carried"] and out["problems"] == []
+    [row] = out["by_themselves"]
+    assert (
+        f"fix: {LABELS}: line 2 F541 fixed by `ruff check --fix`: f-string without any placeholders"
+        in row["did"]
+    )
