@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import git, hints
@@ -90,9 +91,10 @@ class CpuVenv:
         return tuple(e.name for e in self.exclude)
 
     def with_exclusions(self, more: list[Exclusion]) -> CpuVenv:
-        """These rules and ``more`` (a name already left out keeps its first reason)."""
-        known = set(self.excluded)
-        extra = tuple(e for e in more if e.name not in known)
+        """These rules and ``more`` (a name already left out, in any spelling PEP 503 takes as the
+        same, keeps its first reason)."""
+        known = {canonicalize_name(n) for n in self.excluded}
+        extra = tuple(e for e in more if canonicalize_name(e.name) not in known)
         return CpuVenv(self.torch, self.exclude + extra, self.triton)
 
 

@@ -121,7 +121,7 @@ def lock_cpu(
     base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make lock-cpu BASE=v<version>)")
     if why is not None and not exclude:
         raise UsageError("--why is the reason of an --exclude; give the package too", hint="make help")
-    reason = " ".join((why or "given to lock-cpu --exclude").split())
+    reason = " ".join((why or "").split()) or "given to lock-cpu --exclude"  # a blank why too
     links = list(find_links) or None
     emit(
         do_lock(

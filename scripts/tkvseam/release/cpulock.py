@@ -444,6 +444,15 @@ def lock_cpu(
     for e in exclude or ():
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", e.name):
             raise UsageError(f"--exclude {e.name!r} is not a package name (e.g. flashinfer-python)")
+        if canonicalize_name(e.name) in ("vllm", "torch"):  # as resolve() never offers them
+            raise UsageError(
+                f"--exclude {e.name!r}: vllm and torch are never left out of the CPU lock (it is the lock of "
+                "that vLLM; torch has its own rule, --torch or the table's torch = ...); nothing was recorded",
+                hint=hints.make("lock-cpu", BASE=base.name),
+            )
+        if not e.why.strip():
+            raise UsageError(f"--exclude {e.name!r}: its reason (--why) is empty; nothing was recorded")
+    exclude = [Exclusion(canonicalize_name(e.name), e.why) for e in exclude or ()]
     rules, rules_from = cpu_rules(bases or {base.name: base}, base)
     if exclude:
         rules, rules_from = rules.with_exclusions(exclude), base.name

@@ -299,3 +299,31 @@ def test_an_exclusion_that_is_no_package_name_or_a_why_alone_is_a_usage_error(cp
     err = cproject.cli(*lock_args(wheels, "--why", "because"), expect=2).stderr
     assert "--why is the reason of an --exclude" in err
     assert f'["{NEW_NAME}".seam' not in (cproject.root / "bases.toml").read_text()
+
+
+@pytest.mark.parametrize("name", ["vllm", "torch", "VLLM", "Torch"])
+def test_vllm_and_torch_are_never_left_out_and_nothing_is_recorded(cproject, wheels, name):
+    """The lock is of that vLLM; torch has its own rule (``torch``): a rule leaving either out would
+    make every later lock (or the venv) fail, so it is refused before bases.toml is written."""
+    before = (cproject.root / "bases.toml").read_text()
+    err = json.loads(cproject.cli(*lock_args(wheels, "--exclude", name, "--json"), expect=2).stdout)
+    assert f"--exclude {name!r}" in err["error"] and "never left out" in err["error"]
+    assert (cproject.root / "bases.toml").read_text() == before
+    assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
+
+
+@pytest.mark.parametrize("why", ["  ", "\t", ""])
+def test_a_blank_why_records_the_default_reason_and_bases_toml_stays_readable(cproject, wheels, why):
+    from tkvseam.bases.pins import load_bases
+
+    cproject.cli(*lock_args(wheels, "--exclude", "helper", "--why", why))
+    rules = load_bases(cproject.root / "bases.toml")[NEW_NAME].seam.cpu
+    assert rules.exclude[-1].name == "helper" and rules.exclude[-1].why == "given to lock-cpu --exclude"
+
+
+def test_a_name_left_out_already_in_another_spelling_is_not_recorded_twice(cproject, wheels):
+    cproject.cli(*lock_args(wheels, "--exclude", "TorchVision", "--exclude", "Helper", "--why", "x"))
+    from tkvseam.bases.pins import load_bases
+
+    rules = load_bases(cproject.root / "bases.toml")[NEW_NAME].seam.cpu
+    assert rules.excluded == ("torchvision", "torchaudio", "torchcodec", "helper")
