@@ -10,7 +10,9 @@ A venv is rebuilt only when what it is built from changed: its record (``tkv-sea
 inside it, written last) holds the lock's and the stand-in's digests and the interpreter asked
 for. A venv with no record is replaced only where the tool owns the path (the project's
 ``.venv-vllm-<base>``); a ``--path`` that holds anything else is refused. One build at a time
-per venv (a lock under ``build/locks/``). ``check`` runs the canary: import vLLM and build the
+per venv (a lock under ``build/locks/``); beside that lock, while a build removes and makes the
+venv, a ``.building`` mark: a build killed half-way (its record gone, or not yet written) leaves
+the path the next build's to take up. ``check`` runs the canary: import vLLM and build the
 engine config of a tiny local model, on stock, the way every lane starts.
 """
 
@@ -204,13 +206,17 @@ def build(
     with locked(layout.venv_lock(root, venv), f"the test venv {shown}", progress):
         wanted = _wanted(lock, rules.triton, python)
         status = VenvStatus.UP_TO_DATE
+        building = layout.venv_lock(root, venv).with_suffix(".building")  # a build killed half-way
         if _built_from(venv) != wanted:
-            if not _owned(venv, default):
+            if not (_owned(venv, default) or building.is_file()):
                 raise RefusedError(
                     f"{shown} exists and is not a venv tkv-seam built (no {RECORD} in it); nothing was changed",
-                    hint=f"give another --path (a directory that does not exist yet), or remove {hints.quote(shown)} yourself",
+                    hint=f"`{hints.shell('mv', shown, f'{shown}.mine')}` (kept as it is), then {make}"
+                    if default
+                    else f"give another --path (a directory that does not exist yet), or remove {hints.quote(shown)} yourself",
                 )
             progress.step(f"{shown}: uv venv + {base.cpu_lock} (--no-deps)")
+            atomic_write(building, f"{venv}\n")
             if venv.exists():
                 with venv_locked(venv, progress):  # never under a lane running its tests there
                     shutil.rmtree(venv)
@@ -232,6 +238,7 @@ def build(
             if rules.triton == TRITON_STAND_IN:
                 install_triton_standin(venv / "bin" / "python")
             atomic_write(venv / RECORD, json.dumps(wanted, indent=1) + "\n")
+            building.unlink()
             status = VenvStatus.BUILT
         result = TestVenv(base.name, shown, status, base.cpu_lock, rules.triton)
         if check:

@@ -185,3 +185,44 @@ def test_a_rebuild_waits_for_a_lane_running_its_tests_in_the_venv(vproject, monk
         err = vproject.cli("venv-vllm", NAME, expect=10).stderr
     assert f"still holds the venv {venv}" in err and (venv / "bin" / "python").exists()
     assert json.loads(vproject.cli("venv-vllm", NAME, "--json").output)["status"] == "built"
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        ("tkvseam.seamtest.testvenv._run", {"after": True, "when": "uv venv"}),  # made, not yet marked
+        ("os.unlink", {"after": True, "when": "tkv-seam-venv.json"}),  # its record gone mid-removal
+    ],
+    ids=["after-uv-venv", "mid-removal"],
+)
+def test_a_build_killed_half_way_is_taken_up_by_the_next(vproject, crash_at, point, tmp_path):
+    """A rebuild killed at any point leaves a venv path the next build still takes as the tool's,
+    the project's own .venv-vllm-<base> and a --path alike: never refused as someone else's."""
+    rules(vproject)
+    target, how = point
+    for venv, where in (
+        (vproject.root / f".venv-vllm-{NAME}", ()),
+        (tmp_path / "mine", ("--path", str(tmp_path / "mine"))),
+    ):
+        vproject.cli("venv-vllm", NAME, *where)
+        lock = vproject.root / "ci" / f"lock-cpu-{NAME}.txt"
+        lock.write_text(lock.read_text() + "\n")  # another lock: a rebuild
+        crash_at(target, *vproject.argv("venv-vllm", NAME, *where), **how)
+        assert venv.is_dir() and not (venv / "tkv-seam-venv.json").exists()
+        out = json.loads(vproject.cli("venv-vllm", NAME, *where, "--json").output)
+        assert out["status"] == "built" and (venv / "tkv-seam-venv.json").is_file()
+
+
+def test_the_projects_venv_path_holding_something_else_names_a_command_that_keeps_it(vproject):
+    rules(vproject)
+    venv = vproject.root / f".venv-vllm-{NAME}"
+    venv.mkdir()
+    (venv / "notes.txt").write_text("mine")
+    hint = json.loads(vproject.cli("venv-vllm", NAME, "--json", expect=5).stdout)["hint"]
+    assert (
+        hint
+        == f"`mv .venv-vllm-{NAME} .venv-vllm-{NAME}.mine` (kept as it is), then make venv-vllm BASE={NAME}"
+    )
+    subprocess.run(["mv", venv.name, f"{venv.name}.mine"], cwd=vproject.root, check=True)
+    assert json.loads(vproject.cli("venv-vllm", NAME, "--json").output)["status"] == "built"
+    assert (vproject.root / f"{venv.name}.mine" / "notes.txt").read_text() == "mine"
