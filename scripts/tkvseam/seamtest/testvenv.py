@@ -35,6 +35,7 @@ from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
 from ..lock import locked, venv_locked
 from ..progress import QUIET, Progress
+from ..tree.state import refuse_in_git_dir
 from ..overlay.install import STATE as OVERLAY_STATE
 from . import triton_standin
 
@@ -193,6 +194,7 @@ def build(
     """Build (or keep, when up to date) ``base``'s CPU test venv; see the module docstring."""
     default = path is None
     venv = Path(os.path.abspath(root / base.test_venv if default else path))
+    refuse_in_git_dir(venv, "--path")
     lock = root / base.cpu_lock
     make = hints.make("venv-vllm", BASE=base.name)
     if not lock.is_file():

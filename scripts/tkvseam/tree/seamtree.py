@@ -39,7 +39,7 @@ from ..fsutil import describe_dir, lexists
 from ..lock import locked
 from ..progress import QUIET, Progress
 from . import kept, switch
-from .state import STATE, Kind, TreeState, tree_above
+from .state import STATE, Kind, TreeState, refuse_in_git_dir, tree_above
 from .work import UserWork, in_the_way, refuse_linked_worktrees, uncommitted, user_work
 
 __all__ = ["SeamTree", "UserWork"]
@@ -340,6 +340,7 @@ class SeamTree:
 
         Returns the tree's state (None when absent) and the refs keeping what ``force`` dropped.
         """
+        refuse_in_git_dir(self.path)
         parent = tree_above(self.path)  # a tree inside a tree: files the outer tree does not hold
         if parent is not None:
             raise RefusedError(

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 
-from ..errors import SeamError
+from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
 from ..port.model import PatchReport
 
@@ -173,6 +173,18 @@ def tree_above(path: Path) -> Path | None:
         if parent.is_dir() and not parent.is_symlink() and TreeState.load(parent) is not None:
             return parent
     return None
+
+
+def refuse_in_git_dir(path: Path, option: str = "--tree") -> None:
+    """Refuse (exit 5) a tree (or venv) at or under a ``.git`` directory: files git would read as its
+    own (``--tree .git/refs/heads/x``: refs it cannot parse, ``git gc`` failing)."""
+    git_dir = next((d for d in (path, *path.parents) if d.name == ".git"), None)
+    if git_dir is not None:
+        raise RefusedError(
+            f"{path} is inside the git directory {git_dir}: files there would be files git reads as its "
+            "own (refs, objects); nothing was changed",
+            hint=f"choose another {option} (outside {git_dir})",
+        )
 
 
 def _read_json(path: Path) -> dict | None:

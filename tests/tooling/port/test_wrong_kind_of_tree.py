@@ -22,3 +22,19 @@ def test_a_build_tree_given_as_the_port_tree_is_not_to_be_moved_aside(cproject):
         assert "mv " not in hint and str(build_tree) not in hint, hint
         assert f"make port VERB=status TO={NEW_NAME}" in hint
     assert (build_tree / ".git" / "tkv-seam.json").is_file()
+
+
+def test_a_tree_inside_a_git_directory_is_refused_and_nothing_is_made_there(cproject):  # noqa: F811
+    """A tree under the project's .git (``--tree .git/refs/heads/port``) would be files git reads as
+    its own: refs it cannot parse (``git gc``: fatal: bad object). Refused, for apply and port alike."""
+    from tkvseam import git
+
+    cproject.cli("pin", "9.10.0")
+    inside = cproject.root / ".git" / "refs" / "heads" / "port"
+    err = cproject.cli(
+        "port", "start", "--base", "v9.9.9", "--to", NEW_NAME, "--tree", str(inside), expect=5
+    ).stderr
+    assert "inside the git directory" in err and not inside.exists()
+    err = cproject.cli("apply", "--base", "v9.9.9", "--tree", str(inside), expect=5).stderr
+    assert "inside the git directory" in err and not inside.exists()
+    assert git.run(cproject.root, "for-each-ref").stdout.decode().count("refs/heads/") == 1

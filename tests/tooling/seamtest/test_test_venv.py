@@ -226,3 +226,10 @@ def test_the_projects_venv_path_holding_something_else_names_a_command_that_keep
     subprocess.run(["mv", venv.name, f"{venv.name}.mine"], cwd=vproject.root, check=True)
     assert json.loads(vproject.cli("venv-vllm", NAME, "--json").output)["status"] == "built"
     assert (vproject.root / f"{venv.name}.mine" / "notes.txt").read_text() == "mine"
+
+
+def test_a_path_inside_a_git_directory_is_refused(vproject):
+    rules(vproject)
+    inside = vproject.root / ".git" / "refs" / "heads" / "venv"
+    err = vproject.cli("venv-vllm", NAME, "--path", str(inside), expect=5).stderr
+    assert "inside the git directory" in err and "choose another --path" in err and not inside.exists()
