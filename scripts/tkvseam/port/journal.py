@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import git, hints, layout
 from ..errors import RefusedError, SeamError
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, lexists
 from ..layout import BRANCH
 from ..progress import QUIET, Progress
 from ..queue.message import message_header
@@ -85,9 +85,15 @@ class PortJournal:
         return state
 
     def _no_port(self, state: TreeState | None) -> SeamError:
-        if not (self.path.is_dir() and not self.path.is_symlink()):
+        if not lexists(self.path):
             return SeamError(
                 f"no port to {self.to_name} in progress ({self.path})", hint=self.command("start")
+            )
+        if self.path.is_symlink() or not self.path.is_dir():  # a start there is refused too
+            what = "a symlink" if self.path.is_symlink() else "a file"
+            return SeamError(
+                f"{self.path} is {what}, not a port tree; nothing was changed",
+                hint=hints.aside(self.root, self.path, f"`{self.command('start')}`"),
             )
         # a tree is there, but not a port this tool can read: say what it is, never touch it
         if state is not None:  # the user's tree of another kind: nothing to move aside

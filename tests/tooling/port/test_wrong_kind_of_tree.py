@@ -38,3 +38,20 @@ def test_a_tree_inside_a_git_directory_is_refused_and_nothing_is_made_there(cpro
     err = cproject.cli("apply", "--base", "v9.9.9", "--tree", str(inside), expect=5).stderr
     assert "inside the git directory" in err and not inside.exists()
     assert git.run(cproject.root, "for-each-ref").stdout.decode().count("refs/heads/") == 1
+
+
+def test_a_file_given_as_the_port_tree_is_named_and_no_start_is_hinted_there(cproject):  # noqa: F811
+    """``--tree bases.toml`` (a slip): said to be a file, not "no port in progress" with a hint to
+    start a port at that path (which start refuses)."""
+    cproject.cli("pin", "9.10.0")
+    bases = cproject.root / "bases.toml"
+    for verb in ("status", "continue", "abort"):
+        err = cproject.cli("port", verb, "--to", NEW_NAME, "--tree", str(bases), expect=1).stderr
+        assert f"{bases} is a file, not a port tree" in err
+        assert "PORT_TREE=" not in err and "choose another --tree" in err
+    own = cproject.root / "build" / f"port-{NEW_NAME}"
+    own.write_text("a file where the port tree goes\n")
+    err = cproject.cli("port", "status", "--to", NEW_NAME, expect=1).stderr
+    assert (
+        f"`mv {own} {own}.mine` (or choose another --tree), then `make port VERB=start TO={NEW_NAME}`" in err
+    )
