@@ -100,12 +100,12 @@ def port():
     """
 
 
-def _session(ctx: Context, to_name: str, tree: str | None, auto=None):
+def _session(ctx: Context, to_name: str, tree: str | None, verb: str, auto=None):
     from ..port.session import PortSession
 
     # an unknown TO (a retire raced the carry: its port tree may be left): pin it again, never a
     # port of another base (the oldest one's `status` led to a `start` that is refused)
-    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name))
+    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name, verb, tree=tree))
     session = PortSession(
         ctx.root, to_base, absolute(tree) if tree else None, ctx.cache, ctx.progress, ctx.bases_file
     )
@@ -114,19 +114,27 @@ def _session(ctx: Context, to_name: str, tree: str | None, auto=None):
     return session
 
 
-def _pin_hint(ctx: Context, to_name: str) -> str:
+def _pin_hint(ctx: Context, to_name: str, verb: str, base: str | None = None, tree: str | None = None) -> str:
     """An unknown target is a release not pinned yet: carrying it pins it and ports onto it, when a
-    carried base is older (else carry refuses it too: the carried bases are named)."""
-    from packaging.version import InvalidVersion
+    carried base is older (else carry refuses it too: the carried bases are named). Another
+    spelling of a pinned base's version (``9.10.0``, ``V9.10.0``, ``v9.10``) is that base's same
+    verb, never a carry (from ``status``, a carry would go on with the port)."""
+    from packaging.version import InvalidVersion, Version
 
     from ..bases.carried import carried_before
     from ..bases.pins import load_bases
+    from ..port.render import WHY
 
-    version = to_name.removeprefix("v")
+    bases = load_bases(ctx.bases_file, ctx.root)
+    version = to_name.strip().removeprefix("v").removeprefix("V")
     try:
-        source = carried_before(load_bases(ctx.bases_file, ctx.root), ctx.root, version)
+        source = carried_before(bases, ctx.root, version)
+        same = [b.name for b in bases.values() if b.name != base and Version(b.version) == Version(version)]
     except InvalidVersion:
-        source = None
+        source, same = None, []
+    if same:
+        reason = {"REASON": WHY} if verb == "skip" else {}
+        return hints.port(verb, same[0], absolute(tree) if tree else None, BASE=base, **reason)
     if source is None:
         return f"{hints.tool('carried')}   (the carried bases: a port goes onto a release newer than one of them)"
     return f"make carry VERSION={version}   (pins it and ports onto it; or only pin it: make pin VERSION={version})"
@@ -164,7 +172,7 @@ def port_report(ctx: Context, base_name, to_name, as_json):
     from ..port.report import report
     from ..port.reportfile import PortReported, write_report
 
-    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name), avoid=base_name)
+    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name, "report", base_name), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "report")
     reports = report(ctx.root, from_base, to_base, ctx.cache, ctx.progress)
     files = write_report(ctx.root, from_base, to_base, reports, ctx.progress)
@@ -182,9 +190,9 @@ def port_report(ctx: Context, base_name, to_name, as_json):
 @pass_ctx
 def port_start(ctx: Context, base_name, to_name, tree, force, prove, as_json, auto):
     """Start the port in the port tree; stop (exit 12) at the first patch needing you, else finish."""
-    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name), avoid=base_name)
+    to_base = ctx.base(to_name, hint=_pin_hint(ctx, to_name, "start", base_name, tree), avoid=base_name)
     from_base = _from_base(ctx, base_name, to_base, "start")
-    emit(_proving(ctx, _session(ctx, to_name, tree, auto), prove).start(from_base, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree, "start", auto), prove).start(from_base, force))
 
 
 @port.command("continue")
@@ -203,7 +211,9 @@ def port_start(ctx: Context, base_name, to_name, tree, force, prove, as_json, au
 @pass_ctx
 def port_continue(ctx: Context, to_name, tree, verdict, reason, force, prove, as_json, auto):
     """Commit the staged resolution of the stopped patch and go on (after a crash: go on from there)."""
-    emit(_proving(ctx, _session(ctx, to_name, tree, auto), prove).continue_(verdict, reason, force))
+    emit(
+        _proving(ctx, _session(ctx, to_name, tree, "continue", auto), prove).continue_(verdict, reason, force)
+    )
 
 
 @port.command("skip")
@@ -218,7 +228,7 @@ def port_continue(ctx: Context, to_name, tree, verdict, reason, force, prove, as
 @pass_ctx
 def port_skip(ctx: Context, to_name, tree, reason, verdict, force, prove, as_json, auto):
     """Leave the stopped patch out of the new queue (what the tree held of it is kept in a ref)."""
-    emit(_proving(ctx, _session(ctx, to_name, tree, auto), prove).skip(reason, verdict, force))
+    emit(_proving(ctx, _session(ctx, to_name, tree, "skip", auto), prove).skip(reason, verdict, force))
 
 
 @port.command("abort")
@@ -228,7 +238,7 @@ def port_skip(ctx: Context, to_name, tree, reason, verdict, force, prove, as_jso
 @pass_ctx
 def port_abort(ctx: Context, to_name, tree, as_json):
     """Remove the port tree after keeping every commit, staged and unstaged change in a bundle."""
-    emit(_session(ctx, to_name, tree).abort())
+    emit(_session(ctx, to_name, tree, "abort").abort())
 
 
 @port.command("status")
@@ -241,7 +251,7 @@ def port_status(ctx: Context, to_name, tree, as_json):
     from ..fsutil import lexists
     from ..port.render import NoPort, PortStatus
 
-    session = _session(ctx, to_name, tree)
+    session = _session(ctx, to_name, tree, "status")
     if not lexists(session.path):  # no port tree: none in progress (a tree of another kind is refused)
         next_step = session.command("start")
         hints.record(next_step)
@@ -262,7 +272,7 @@ def port_status(ctx: Context, to_name, tree, as_json):
 @pass_ctx
 def port_finish(ctx: Context, to_name, tree, force, as_json):
     """Write the new base's queue and PORT.md from the port tree, lint them (refuses a changed queue)."""
-    emit(_session(ctx, to_name, tree).finish(force))
+    emit(_session(ctx, to_name, tree, "finish").finish(force))
 
 
 def _proving(ctx: Context, session, prove: bool):

@@ -96,3 +96,23 @@ def test_make_port_hands_a_mistyped_verb_to_the_tool(make):
     assert argv == ["port", "reprot", "--to", "v0.33.0"]
     proc, argv = make("port", "VERB=reprot", "JSON=1")
     assert argv == ["port", "reprot", "--json"]
+
+
+@pytest.mark.parametrize(
+    "args, hint",
+    [
+        (("status", "--to", NEXT_VERSION), f"make port VERB=status TO={NEXT}"),
+        (("status", "--to", NEXT.upper()), f"make port VERB=status TO={NEXT}"),
+        (("continue", "--to", NEXT_VERSION), f"make port VERB=continue TO={NEXT}"),
+        (("skip", "--to", NEXT_VERSION, "--reason", "x"), f"make port VERB=skip TO={NEXT} REASON='<why>'"),
+        (("report", "--base", NAME, "--to", NEXT_VERSION), f"make port VERB=report TO={NEXT} BASE={NAME}"),
+    ],
+)
+def test_a_mistyped_port_target_names_the_same_verb_on_the_base_meant(project, releases, args, hint):
+    """``port status --to 9.10.0`` for the pinned v9.10.0: the hint is that status, never a carry
+    (which, a port being in progress, would go on with it and commit what is staged)."""
+    (project.root / "bases.toml").write_text(
+        bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
+    )
+    out = json.loads(project.cli("port", *args, "--json", expect=2).stdout)
+    assert f"did you mean '{NEXT}'?" in out["error"] and out["hint"] == hint
