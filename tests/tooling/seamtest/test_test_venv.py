@@ -233,3 +233,31 @@ def test_a_path_inside_a_git_directory_is_refused(vproject):
     inside = vproject.root / ".git" / "refs" / "heads" / "venv"
     err = vproject.cli("venv-vllm", NAME, "--path", str(inside), expect=5).stderr
     assert "inside the git directory" in err and "choose another --path" in err and not inside.exists()
+
+
+def test_a_failing_canary_runs_again_and_only_a_pass_is_kept(vproject, tmp_path, monkeypatch):
+    """A canary that failed for what is not the venv's build (an environment variable, a machine so
+    loaded it gave no answer in time) is run again by the next check, not said again from the
+    record: nothing a rebuild would change (`make venv-vllm` keeps the venv up to date) could
+    clear it. A pass is kept."""
+    flaky = tmp_path / "links"
+    flaky.mkdir()
+    arg_utils = "import os\n\n\nclass EngineArgs:\n    def __init__(self, **kw):\n        pass\n\n" + (
+        "    def create_engine_config(self):\n"
+        "        if os.environ.get('TKV_TEST_CANARY_FAILS'):\n"
+        "            raise RuntimeError('no answer in time')\n"
+        "        return 'config'\n"
+    )
+    files = {"vllm/__init__.py": "", "vllm/engine/__init__.py": "", "vllm/engine/arg_utils.py": arg_utils}
+    wheel(flaky, "vllm", "9.9.9", files=files)
+    wheel(flaky, "tkv-helper-fake", "1.0")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(flaky))
+    rules(vproject)
+    monkeypatch.setenv("TKV_TEST_CANARY_FAILS", "1")
+    out = json.loads(vproject.cli("venv-vllm", NAME, "--check", "--json").output)
+    assert out["canary"].endswith("RuntimeError: no answer in time")
+    monkeypatch.delenv("TKV_TEST_CANARY_FAILS")
+    out = json.loads(vproject.cli("venv-vllm", NAME, "--check", "--json").output)
+    assert (out["status"], out["canary"]) == ("up to date", "ok")
+    monkeypatch.setenv("TKV_TEST_CANARY_FAILS", "1")  # a pass is kept: not run again
+    assert json.loads(vproject.cli("venv-vllm", NAME, "--check", "--json").output)["canary"] == "ok"
