@@ -30,6 +30,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import hints, layout
 from ..errors import PortStopped
 from ..fsutil import atomic_write
 from ..seamtest.outcomes import PASSED, fold
@@ -157,6 +158,14 @@ def _message(rows: dict, node: str) -> str:
 
 
 # -- the record -------------------------------------------------------------------
+
+
+def anew(root: Path, python: Path, base: str) -> str:
+    """The command that builds the test venv anew (another venv: proving goes on): the old one
+    moved aside (``make venv-vllm`` alone keeps an up-to-date venv as it is, and refuses one it did
+    not build)."""
+    venv = layout.shown(python.parent.parent, root)
+    return f"{hints.shell('mv', venv, f'{venv}.old')} && {hints.make('venv-vllm', BASE=base)}"
 
 
 def venv_identity(python: Path) -> str:

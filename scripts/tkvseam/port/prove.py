@@ -69,7 +69,8 @@ def prove_patch(
             prover.off = f"environment: {found['error']} (found at {found.get('patch', '?')})"
             session.progress.warn(
                 f"not proving the port's patches with {prover.python.parent.parent} (the gate goes on alone): "
-                f"{prover.off}; rebuild it (`make venv-vllm BASE={session.to_base.name}`) to prove again"
+                f"{prover.off}; to prove again, once its cause is fixed, build it anew "
+                f"(`{environment.anew(session.root, prover.python, session.to_base.name)}`)"
             )
     if prover.off or not nodes:
         return None

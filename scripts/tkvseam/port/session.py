@@ -41,7 +41,7 @@ from .auto import Auto, Did, did_lines
 from .finish import Finished, finish_queue
 from .fixers import Isort
 from .gate import check_patch, read_record, regate
-from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop
+from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop, anew
 from .journal import PORT_MSG, PortJournal
 from .model import APPLIED, FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, stop_hint, stop_message
@@ -445,7 +445,7 @@ class PortSession:
             f"  found while proving {patch.name}, which went in and passed the gate (committed, not proven); "
             f"proving is off for this port while {venv} stays as it is (recorded in .git/{ENV_FILE})",
             hint=f"`{cont}` goes on with the gate alone (each patch said as not proven); to prove again, "
-            f"fix the venv first (`{hints.make('venv-vllm', BASE=self.to_base.name)}` rebuilds it)",
+            f"fix its cause, then build the venv anew (`{anew(self.root, prover.python, self.to_base.name)}`)",
         )
 
     def _did_on(self, name: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 import pytest
 
@@ -199,3 +200,17 @@ def test_a_guard_that_fails_on_stock_too_is_the_environment_not_the_patch(guard_
     stop = carry(guard_case, wheels, expect=12).stderr
     assert "stopped: environment (not a patch's fault)" in stop and "stopped at" not in stop
     assert f"1 test(s) fail on stock too: {GUARD}::test_needs_env" in stop
+
+
+def test_the_environment_stop_names_a_command_that_brings_proving_back(pcase, releases, wheels):  # noqa: F811
+    """`make venv-vllm` alone keeps an up-to-date venv (and refuses this one, which it did not
+    build): proving stayed off. The hint moves the venv aside and builds it anew."""
+    _break_venv(make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball))
+    stop = carry(pcase, wheels, expect=12).stderr
+    venv = f".venv-vllm-{NEW_NAME}"
+    assert f"build the venv anew (`mv {venv} {venv}.old && make venv-vllm BASE={NEW_NAME}`)" in stop
+    assert pcase.cli("venv-vllm", NEW_NAME, expect=5)  # what the hint said before: refused
+    subprocess.run(["mv", venv, f"{venv}.old"], cwd=pcase.root, check=True)
+    make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)  # the venv anew, its cause fixed
+    res = carry(pcase, wheels, expect=12)  # 0002's own test fails on v9.10.0: proven again, a breaks stop
+    assert "not proving" not in res.stderr and "stopped at 0002-header-test.patch: breaks" in res.stderr
