@@ -186,7 +186,11 @@ def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None
 
 
 def tree_problems(exe: str, tree: Path, files: list[str]) -> list[str]:
-    """``ruff check`` and ``ruff format --check`` (``exe``) on ``files`` as ``tree``'s work tree holds them."""
+    """``ruff check`` and ``ruff format --check`` (``exe``) on ``files`` as ``tree``'s work tree holds them
+    (a file a later patch deleted is not there: nothing to check, never "No such file")."""
+    files = [f for f in files if (tree / f).is_file()]
+    if not files:  # ruff given no file would check the whole tree
+        return []
     problems = []
     # --force-exclude: honour the tree's exclude lists for explicitly named files, as vLLM's pre-commit does.
     # concise + --quiet: one line per problem (no code frames, no "Found N errors" summary), so that

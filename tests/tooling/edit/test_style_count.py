@@ -47,3 +47,17 @@ def test_a_style_problem_ends_with_the_bases_ruff_command_that_fixes_it(project)
     subprocess.run(["bash", "-c", fix], cwd=project.root, check=True, capture_output=True)
     assert (project.tree / "vllm/messy.py").read_text() == "x = 1\n"
     assert project.cli("stylecheck", "--base", NAME).stdout.strip() == "stylecheck: ok"
+
+
+def test_a_file_a_later_patch_deletes_is_no_problem(project):
+    """0001 adds vllm/tmp_x.py, 0002 deletes it: the queue leaves no such file, so there is nothing
+    to check (it was `E902 No such file or directory`, a problem, and a fix hint on a missing file;
+    the carry's check of the queue as written said NOT carried for it)."""
+    from tkvseam import git
+
+    project.apply()
+    project.commit_in_tree("vllm/tmp_x.py", "X = 1\n", message("add-x", "add x"))
+    git.run(project.tree, "rm", "-q", "vllm/tmp_x.py")
+    git.commit(project.tree, message("drop-x", "drop x"), "Seam Dev <dev@example.invalid>")
+    project.refresh()
+    assert project.cli("stylecheck", "--base", NAME).stdout.strip() == "stylecheck: ok"
