@@ -210,9 +210,12 @@ def build(
         status = VenvStatus.UP_TO_DATE
         building = layout.venv_lock(root, venv).with_suffix(".building")  # a build killed half-way
         if _built_from(venv) != wanted:
-            if not (_owned(venv, default) or building.is_file()):
+            if not (_owned(venv, default) or (building.is_file() and not venv.is_symlink())):
+                what = f"not a venv tkv-seam built (no {RECORD} in it)"
+                if venv.is_symlink():  # what it names is never rebuilt through it
+                    what = f"a symlink (to {os.path.realpath(venv)}), not a venv tkv-seam built there"
                 raise RefusedError(
-                    f"{shown} exists and is not a venv tkv-seam built (no {RECORD} in it); nothing was changed",
+                    f"{shown} exists and is {what}; nothing was changed",
                     hint=f"`{hints.shell('mv', shown, f'{shown}.mine')}` (kept as it is), then {make}"
                     if default
                     else f"give another --path (a directory that does not exist yet), or remove {hints.quote(shown)} yourself",

@@ -261,3 +261,16 @@ def test_a_failing_canary_runs_again_and_only_a_pass_is_kept(vproject, tmp_path,
     assert (out["status"], out["canary"]) == ("up to date", "ok")
     monkeypatch.setenv("TKV_TEST_CANARY_FAILS", "1")  # a pass is kept: not run again
     assert json.loads(vproject.cli("venv-vllm", NAME, "--check", "--json").output)["canary"] == "ok"
+
+
+def test_a_path_that_is_a_link_to_a_venv_the_tool_built_is_named_a_link(vproject, tmp_path):
+    rules(vproject)
+    real = tmp_path / "real"
+    vproject.cli("venv-vllm", NAME, "--path", str(real))
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    lock = vproject.root / "ci" / f"lock-cpu-{NAME}.txt"
+    lock.write_text(lock.read_text() + "\n")  # a rebuild is due
+    err = vproject.cli("venv-vllm", NAME, "--path", str(link), expect=5).stderr
+    assert f"{link} exists and is a symlink (to {real})" in err and "no tkv-seam-venv.json" not in err
+    assert link.is_symlink() and (real / "tkv-seam-venv.json").is_file()
