@@ -1,7 +1,8 @@
 """The base's own fixers, run before the gate fails a patch: what ruff fixes by itself is no stop.
 
 On each ``.py`` file the patch touches (as staged in the port tree), with the base's ruff pin
-and the tree's configuration: ``ruff check --fix`` (safe fixes: ``--no-unsafe-fixes``); then,
+and the tree's configuration: ``ruff check --fix`` (safe fixes: ``--no-unsafe-fixes``; never an
+import removed, F401/F811: importing a module may register something); then,
 rule by rule, a fix ruff marks unsafe only where it leaves the module's syntax tree as it was
 (the same program: ISC004's parentheses around an implicit concatenation, a comment removed;
 never a fix that changes what the code does); then ``ruff format``. A file they change is
@@ -27,6 +28,9 @@ from ..progress import Progress
 from .auto import Did
 
 _COMMON = ["--force-exclude", "--no-cache"]
+# never fixed by itself, "safe" by ruff's rule or not: removing an import changes what importing the
+# module does (vLLM's registries are filled by imports); F401 unused, F811 redefined while unused
+KEPT_IMPORTS = ["--unfixable", "F401", "--unfixable", "F811"]
 
 
 def _run(exe: str, tree: Path, args: list[str], path: str, text: str) -> subprocess.CompletedProcess:
@@ -56,7 +60,7 @@ def _fixed(exe: str, tree: Path, path: str, text: str) -> tuple[str, list[Did]]:
     safe = [d for d in before if _applicability(d) == "safe"]
     did: list[Did] = []
     if safe:
-        args = ["check", "--fix", "--no-unsafe-fixes", "--exit-zero", "--quiet"]
+        args = ["check", "--fix", "--no-unsafe-fixes", *KEPT_IMPORTS, "--exit-zero", "--quiet"]
         text, did = _apply(exe, tree, path, text, args, safe, "`ruff check --fix`")
     unsafe = [d for d in _diagnostics(exe, tree, path, text) if _applicability(d) == "unsafe"]
     for code in sorted({d.get("code") or "" for d in unsafe} - {""}):

@@ -29,6 +29,7 @@ from ..fixtures.autocase import (
 from ..fixtures.carry import carry as carry_with_proving
 from ..fixtures.carry import releases, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
+from ..fixtures.queue import message
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,8 @@ def auto_releases(tmp_path_factory):
     return make_auto_releases(tmp_path_factory.mktemp("auto-upstream"))
 
 
-def _project(tmp_path, releases, monkeypatch, make_queue):
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+def _project(tmp_path, served, monkeypatch, make_queue):
+    with carrying_project(tmp_path, served, monkeypatch) as (project, _):
         make_queue(project)
         git_project(project.root)
         yield project
@@ -200,3 +201,31 @@ def test_the_fixers_use_the_configuration_the_gate_checks_with(fix_case_in_a_con
         f"fix: {LABELS}: line 2 F541 fixed by `ruff check --fix`: f-string without any placeholders"
         in row["did"]
     )
+
+
+SIDE_EFFECT = 'import vllm.attention.mla  # registers its backends\n\n\ndef label():\n    return f"cpu"\n'
+
+
+@pytest.fixture
+def side_effect_case(tmp_path, auto_releases, monkeypatch):
+    """0001 adds a module importing another for what importing it does (vLLM's registries work so):
+    ruff's F401 says unused and its fix, "safe" by ruff's rule, removes the import."""
+
+    def make_queue(project):
+        project.apply()
+        project.commit_in_tree(LABELS, SIDE_EFFECT, message("labels", "add labels"))
+        project.refresh()
+
+    yield from _project(tmp_path, auto_releases, monkeypatch, make_queue)
+
+
+def test_an_import_is_never_removed_by_itself(side_effect_case, wheels):  # noqa: F811
+    """Removing an import changes what importing the module does (a registration): that stays a
+    problem of the gate for a human (a `# noqa: F401`, or the import goes), what else ruff fixes
+    is fixed."""
+    stop = carry(side_effect_case, wheels, expect=12).stderr
+    assert "stopped at 0001-labels.patch: breaks" in stop and f"{LABELS}:1 F401" in stop
+    assert f"fix: {LABELS}: line 5 F541 fixed by `ruff check --fix`" in stop
+    tree = side_effect_case.root / "build" / f"port-{NEW_NAME}"
+    staged = git.show(tree, "", LABELS).decode()
+    assert staged.startswith("import vllm.attention.mla") and 'return "cpu"' in staged
