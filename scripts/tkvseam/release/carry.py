@@ -211,6 +211,10 @@ def carry(
             result.steps.append(Step("port", "started", f"from {source.name}'s queue"))
     except PortStopped as e:
         raise _restop(e, session, base, result.steps) from e
+    except SeamError as e:  # a refusal of the port's verb (still unmerged, a message lost a field)
+        cont = session.session.command("continue")  # its next step is the carry, which proves
+        e.hint = e.hint.replace(cont, hints.make("carry", VERSION=base.version)) if e.hint else e.hint
+        raise
     result.carried = not done.problems
     result.exported = done.exported
     result.problems = done.problems

@@ -33,3 +33,12 @@ def test_carry_refuses_an_unknown_verdict_before_it_pins(cproject, wheels):  # n
     assert f"make carry VERSION={NEW} VERDICT='still needed'" in err
     assert (cproject.root / "bases.toml").read_bytes() == before  # nothing pinned
     assert not (cproject.root / "build" / f"port-{NEW_NAME}").exists()
+
+
+def test_a_carry_refused_at_its_stop_names_carry_again_not_a_port_verb(cproject, wheels):  # noqa: F811
+    """Run again before the stop is resolved: the refusal's next step is the carry (which proves
+    the patch), never `make port VERB=continue` (which does not)."""
+    carry(cproject, wheels, expect=12)
+    err = carry(cproject, wheels, expect=5).stderr
+    assert "0002-add-mul.patch: still unmerged: vllm/engine/arg_utils.py" in err
+    assert "then `make carry VERSION=9.10.0`" in err and "VERB=continue" not in err
