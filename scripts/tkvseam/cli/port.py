@@ -253,9 +253,12 @@ def port_status(ctx: Context, to_name, tree, as_json):
 
     session = _session(ctx, to_name, tree, "status")
     if not lexists(session.path):  # no port tree: none in progress (a tree of another kind is refused)
-        next_step = session.command("start")
+        queue = session.to_base.queue.series
+        carried = (ctx.root / queue).is_file()  # a port onto it would write over its queue: never the hint
+        next_step = hints.make("test", BASE=to_name) if carried else session.command("start")
         hints.record(next_step)
-        emit(NoPort(to_name, session.path, next_step, layout.shown(session.path, ctx.root)))
+        shown = layout.shown(session.path, ctx.root)
+        emit(NoPort(to_name, session.path, next_step, shown, queue if carried else ""))
         return
     state = session.status()
     unmerged = session.unmerged() if state.port.current else []

@@ -321,10 +321,18 @@ class NoPort(Answer):
     tree: Path
     next_step: str
     shown: str = ""  # the tree as the user reads it (project-relative)
+    carried: str = ""  # the base's queue (its series) when it is carried already
 
     def lines(self) -> list[str]:
         where = self.shown or self.tree
-        return [f"port to {self.to_name}: none in progress (no {where})", f"  next: {self.next_step}"]
+        done = f"; {self.to_name} is carried ({self.carried})" if self.carried else ""
+        return [f"port to {self.to_name}: none in progress (no {where}){done}", f"  next: {self.next_step}"]
 
     def to_json(self) -> dict:
-        return {"port": "none", "to_base": self.to_name, "tree": str(self.tree), "next_step": self.next_step}
+        return {
+            "port": "none",
+            "to_base": self.to_name,
+            "tree": str(self.tree),
+            "next_step": self.next_step,
+            "carried": bool(self.carried),
+        }

@@ -98,3 +98,18 @@ def test_port_status_with_no_port_in_progress_says_none_and_exits_0(two_bases):
     (two_bases.root / "build" / f"port-{NEXT}").mkdir(parents=True)
     err = two_bases.cli("port", "status", "--to", NEXT, expect=1).stderr
     assert "Error:" in err
+
+
+def test_port_status_onto_a_carried_base_never_hints_a_port_that_would_write_over_its_queue(two_bases):
+    """No port tree, but the base is carried (its queue there): the next step is its tests, not a
+    `port start` whose finish replaces the reviewed queue."""
+    queue = two_bases.root / "patches" / NEXT
+    queue.mkdir(parents=True, exist_ok=True)
+    (queue / "series").write_text("")
+    out = two_bases.cli("port", "status", "--to", NEXT).output
+    assert out.splitlines() == [
+        f"port to {NEXT}: none in progress (no build/port-{NEXT}); {NEXT} is carried (patches/{NEXT}/series)",
+        f"  next: make test BASE={NEXT}",
+    ]
+    data = _printed(two_bases, "port", "status", "--to", NEXT)
+    assert (data["port"], data["carried"], data["next_step"]) == ("none", True, f"make test BASE={NEXT}")
