@@ -146,15 +146,15 @@ def drift(click_ctx: click.Context, slug, base_name, as_json):
     from ..queue.interdiff import patch_drift
 
     ctx = click_ctx.find_object(Context)
-    bases = load_bases(ctx.bases_file, ctx.root)
+    queues = {name: base.queue for name, base in load_bases(ctx.bases_file, ctx.root).items()}
     if slug:
-        emit(patch_drift(ctx.root, bases, slug, base_name))
+        emit(patch_drift(ctx.root, queues, slug, base_name))
         return
     if base_name and click_ctx.get_parameter_source("base_name") == click.core.ParameterSource.COMMANDLINE:
         raise SeamError(
             "--base goes with --diff <slug>", hint=f"make drift DIFF=<slug> BASE={base_name}", exit_code=2
         )
-    emit(do_drift(ctx.root, bases))
+    emit(do_drift(ctx.root, queues))
 
 
 @click.command()

@@ -16,9 +16,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..answer import Answer, plain
-from ..bases.pins import Base
 from .patch import Patch
-from .series import read_series
+from .series import Queue, read_series
 
 
 class Drift(StrEnum):
@@ -98,14 +97,15 @@ def compare(old: Patch, new: Patch) -> Drift:
     return Drift.RE_EXPRESSED
 
 
-def drift(root: Path, bases: dict[str, Base]) -> DriftMatrix:
-    """The bases (in bases.toml order; a base without a queue too) and one row per patch slug."""
+def drift(root: Path, layouts: dict[str, Queue]) -> DriftMatrix:
+    """The bases (``layouts``: each base's queue, in bases.toml order; a base without a queue too)
+    and one row per patch slug."""
     queues: dict[str, dict[str, Patch] | None] = {}
-    for name, base in bases.items():
-        if not (root / base.queue.series).exists():
+    for name, queue in layouts.items():
+        if not (root / queue.series).exists():
             queues[name] = None
             continue
-        queues[name] = {p.header.slug: p for p in read_series(root, base.queue, name).load()}
+        queues[name] = {p.header.slug: p for p in read_series(root, queue, name).load()}
     rows: dict[str, DriftRow] = {}
     for q in queues.values():
         for slug in q or {}:

@@ -17,11 +17,10 @@ from pathlib import Path
 
 from .. import hints
 from ..answer import Answer, plain
-from ..bases.pins import Base
 from .drift import Drift, compare
 from ..errors import UsageError
 from .patch import FileChange, Patch
-from .series import read_series
+from .series import Queue, read_series
 
 HEADER = "header"
 
@@ -128,12 +127,12 @@ def _only(patch: Patch, fc: FileChange) -> Patch:
     return Patch(patch.name, patch.path, patch.text, patch.header, [fc])
 
 
-def _queues(root: Path, bases: dict[str, Base]) -> dict[str, dict[str, Patch]]:
+def _queues(root: Path, layouts: dict[str, Queue]) -> dict[str, dict[str, Patch]]:
     """The bases that have a queue, in bases.toml order: slug -> patch."""
     out = {}
-    for name, base in bases.items():
-        if (root / base.queue.series).exists():
-            out[name] = {p.header.slug: p for p in read_series(root, base.queue, name).load()}
+    for name, queue in layouts.items():
+        if (root / queue.series).exists():
+            out[name] = {p.header.slug: p for p in read_series(root, queue, name).load()}
     return out
 
 
@@ -180,8 +179,9 @@ def _slug(queues: dict[str, dict[str, Patch]], wanted: str, base: str | None = N
     )
 
 
-def patch_drift(root: Path, bases: dict[str, Base], wanted: str, base: str | None = None) -> PatchDrift:
-    """The diffs of one patch: between ``base`` and the base before it, or for every such pair."""
+def patch_drift(root: Path, bases: dict[str, Queue], wanted: str, base: str | None = None) -> PatchDrift:
+    """The diffs of one patch: between ``base`` and the base before it, or for every such pair
+    (``bases``: each base's queue, in bases.toml order)."""
     queues = _queues(root, bases)
     names = list(queues)
     if base is not None and base not in bases:  # before the slug: one hint that mends both
