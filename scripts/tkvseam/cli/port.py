@@ -34,7 +34,7 @@ prove_option = click.option(
 )
 
 
-_AUTO_FLAGS = (  # (flag, parameter, what it turns off): port/auto.py
+_AUTO_FLAGS = (  # (flag, parameter, what it turns off): findings/auto.py
     ("--no-autoresolve", "autoresolve", "Resolve no conflict by itself (offset, imports, replay all off)."),
     ("--no-offset", "offset", "Do not place a conflicting file's hunks by offset with their full context."),
     ("--no-imports", "imports", "Do not merge import-only conflicts (sorted by the base's ruff)."),
@@ -52,7 +52,7 @@ def auto_options(f):
 
     @functools.wraps(f)
     def with_auto(*args, autoresolve, offset, imports, replay, fix, **kw):
-        from ..port.auto import Auto
+        from ..findings.auto import Auto
 
         return f(*args, auto=Auto.from_flags(autoresolve, offset, imports, replay, fix), **kw)
 

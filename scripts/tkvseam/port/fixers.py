@@ -25,7 +25,7 @@ from ..bases.pins import Base
 from ..edit.stylecheck import config_args, gate_ruff
 from ..errors import SeamError
 from ..progress import Progress
-from .auto import Did
+from ..findings.auto import Did
 
 _COMMON = ["--force-exclude", "--no-cache"]
 # never fixed by itself, "safe" by ruff's rule or not: removing an import changes what importing the

@@ -29,7 +29,7 @@ from typing import Protocol
 from .. import git, hints
 from ..bases.pins import Base
 from ..edit.stylecheck import file_problems, gate_ruff
-from .auto import Auto, Did, did_lines
+from ..findings.auto import Auto, Did, did_lines
 from .fixers import run_fixers
 from ..errors import PortStopped, SeamError
 from ..fsutil import atomic_write
@@ -38,7 +38,7 @@ from ..queue.patch import Patch, PlacementKind
 from ..tree.seamtree import SeamTree
 from ..tree.state import DoneStatus, TreeState
 from .journal import PORT_MSG
-from .model import FileStatus, PatchReport, PatchStatus
+from ..findings.model import FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, port_command
 
 GATE_FILE = "tkv-seam-port-gate.json"  # in the port tree's .git: how each patch went in, what was checked

@@ -30,7 +30,7 @@ from ..queue.message import message_header
 from ..queue.patch import Patch, parse_text
 from ..tree.seamtree import SeamTree
 from ..tree.state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
-from .model import PatchReport
+from ..findings.model import PatchReport
 from .render import git_c, port_command
 
 PORT_MSG = "tkv-seam-port-msg"  # the stopped patch's commit message, for the user to edit

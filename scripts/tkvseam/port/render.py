@@ -15,7 +15,7 @@ from .. import hints
 from ..answer import Answer
 from ..bases.pins import Base
 from ..tree.state import DoneStatus, PortProgress, TreeState
-from .model import APPLIED, REPORTED, HunkPlace, HunkReport, PatchReport, PatchStatus
+from ..findings.model import APPLIED, REPORTED, HunkPlace, HunkReport, PatchReport, PatchStatus
 
 
 def cell(text: object) -> str:

@@ -21,7 +21,7 @@ from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
 from ..queue.series import read_series
 from .tree import try_patch
-from .model import MERGED, PatchReport
+from ..findings.model import MERGED, PatchReport
 from .fixers import Isort
 from .tree import PortTree
 

@@ -22,7 +22,7 @@ from ..lock import locked, tree_lock_path
 from ..outputs import replace_output_dir, seal_output_dir
 from ..progress import QUIET, Progress
 from . import render
-from .model import PatchReport
+from ..findings.model import PatchReport
 
 KIND = "a port report"
 NAMES = ("report.md", "report.json")

@@ -37,13 +37,13 @@ from ..progress import QUIET, Progress
 from ..tree.kept import kept_root
 from ..queue.series import read_series
 from ..tree.state import DoneStatus, Kind, PortProgress, TreeState
-from .auto import Auto, Did, did_lines
+from ..findings.auto import Auto, Did, did_lines
 from .finish import Finished, finish_queue
 from .fixers import Isort
 from .gate import check_patch, read_record, regate
 from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop, anew
 from .journal import PORT_MSG, PortJournal
-from .model import APPLIED, FileStatus, PatchReport, PatchStatus
+from ..findings.model import APPLIED, FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, stop_hint, stop_message
 from .replay import Resolutions
 from .report import refuse_direction
@@ -102,7 +102,7 @@ class PortSession:
         self.cache = cache or default_cache_dir()
         self.progress = progress
         self.prove = None  # a prove.Prover: each patch's own tests run at its prefix (gate.check_patch)
-        self.auto = Auto()  # what the port does by itself before it stops (auto.py)
+        self.auto = Auto()  # what the port does by itself before it stops (findings/auto.py)
         self.resolutions = Resolutions(root, to_base.name)
         self.seam = self.journal.seam
         self.tree = PortTree(self.path)

@@ -33,9 +33,9 @@ from ..queue.patch import (
     split_lines,
 )
 from ..layout import BASE_TAG, BRANCH
-from .auto import Auto, Did
+from ..findings.auto import Auto, Did
 from .imports import Sort, merge_conflicts
-from .analysis import (
+from ..findings.analysis import (
     by_file,
     decide,
     draft_verdict,
@@ -45,7 +45,7 @@ from .analysis import (
     retry_moved,
     upstream_region,
 )
-from .model import (
+from ..findings.model import (
     Evidence,
     EvidenceKind,
     FileReport,

@@ -32,7 +32,7 @@ from ..bases.pins import Base, load_bases
 from ..bases.carried import carried_before
 from .cpulock import lock_cpu
 from ..answer import Answer
-from ..port.auto import Auto
+from ..findings.auto import Auto
 from ..edit.refresh import Exported
 from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
 from ..queue.message import VERDICTS, verdict_problem
@@ -122,7 +122,8 @@ class Options:
     reason: str | None = None
     index_url: str | None = None  # the Simple API of pin (TKV_SEAM_INDEX_URL)
     prove: bool = True  # port: run each patch's own tests at its prefix (with the base's test venv)
-    auto: Auto = field(default_factory=Auto)  # port: what it does by itself before it stops (port/auto.py)
+    # port: what it does by itself before it stops (findings/auto.py)
+    auto: Auto = field(default_factory=Auto)
 
 
 def _pinned(bases: dict[str, Base], version: Version) -> Base | None:

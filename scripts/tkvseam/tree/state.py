@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import RefusedError, SeamError
 from ..fsutil import atomic_write
-from ..port.model import PatchReport
+from ..findings.model import PatchReport
 
 SCHEMA = 2
 STATE = "tkv-seam.json"  # inside the tree's .git directory

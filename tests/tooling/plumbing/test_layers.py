@@ -41,9 +41,7 @@ LAYERS = {
         "bases.pins",
         "bases.file",
         "bases.carried",
-        "port.model",
-        "port.analysis",
-        "port.auto",
+        "findings",
     ),
     "plumbing": (
         "answer",

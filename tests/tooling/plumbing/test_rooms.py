@@ -19,6 +19,7 @@ ROOMS = {
     "bases",
     "cli",
     "edit",
+    "findings",
     "image",
     "overlay",
     "port",

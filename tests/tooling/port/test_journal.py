@@ -15,7 +15,7 @@ from tkvseam import git
 from tkvseam.layout import BRANCH
 from tkvseam.errors import RefusedError, SeamError
 from tkvseam.port.journal import PORT_MSG, PortJournal
-from tkvseam.port.model import (
+from tkvseam.findings.model import (
     Evidence,
     EvidenceKind,
     FileReport,

@@ -110,8 +110,8 @@ def test_report_statuses_never_contradict_and_keep_nothing(pproject_once, report
 
 
 def test_blocked_by_names_the_root_cause_not_the_chain():
-    from tkvseam.port.model import PatchReport
-    from tkvseam.port.analysis import root_causes
+    from tkvseam.findings.model import PatchReport
+    from tkvseam.findings.analysis import root_causes
 
     by_slug = {
         "slot": PatchReport("0002-slot.patch", "slot", status="conflict", own="conflict"),
@@ -138,7 +138,7 @@ def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
 
 def test_a_patchs_removal_condition_is_shown_beside_its_verdict():
     """A header's ``Remove-when`` reaches the text report and the draft verdict table."""
-    from tkvseam.port.model import PatchReport
+    from tkvseam.findings.model import PatchReport
     from tkvseam.port.render import report_lines, verdict_table
 
     shim = PatchReport("0009-shim.patch", "shim", status="exact", own="exact", verdict="still needed")

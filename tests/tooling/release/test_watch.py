@@ -165,7 +165,7 @@ def test_write_without_report_and_a_bad_since_are_usage_errors(project):
 
 def test_the_summary_counts_each_patch_once_by_its_status_and_each_hunk_by_its_place():
     from tkvseam.queue.patch import PlacementKind
-    from tkvseam.port.model import HunkNote, HunkReport, PatchReport, PatchStatus
+    from tkvseam.findings.model import HunkNote, HunkReport, PatchReport, PatchStatus
 
     def patch(status, own=None, hunks=()):
         rows = [

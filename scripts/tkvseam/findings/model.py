@@ -44,7 +44,7 @@ class FileStatus(StrEnum):
     MISSING = "missing"  # the new base has no such file
     MOVED = "moved"  # applied where its content went
     REFUSED = "refused"  # goes through a symlink of the new base
-    # what the port did by itself where the 3-way merge conflicted (port/auto.py)
+    # what the port did by itself where the 3-way merge conflicted (findings/auto.py)
     OFFSET = "offset"  # every hunk placed with its full context, as quilt does
     IMPORTS = "imports merged"  # only imports conflicted: merged and sorted by the base's ruff
     REPLAYED = "replayed"  # a resolution recorded before put back (git rerere)

@@ -1,14 +1,14 @@
 """The port's analysis as a unit: decisions on data, no git, no port tree, no release.
 
 A patch is parsed from text and the bases are a ``BaseView`` made of dicts, so each rule of
-``port.analysis`` (where a hunk lands, what counts as evidence of obsolescence, a patch's status
+``findings.analysis`` (where a hunk lands, what counts as evidence of obsolescence, a patch's status
 from its files and dependencies, the draft verdict) is checked on its own.
 """
 
 from __future__ import annotations
 
-from tkvseam.port.analysis import decide, draft_verdict, obsolete_evidence, place_hunks
-from tkvseam.port.model import EvidenceKind, FileReport, FileStatus, PatchReport, PatchStatus
+from tkvseam.findings.analysis import decide, draft_verdict, obsolete_evidence, place_hunks
+from tkvseam.findings.model import EvidenceKind, FileReport, FileStatus, PatchReport, PatchStatus
 from tkvseam.queue.patch import parse_text
 
 from ..fixtures.queue import HEADER_TRAILERS
