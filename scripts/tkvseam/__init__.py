@@ -12,7 +12,8 @@ table and fails on an import upwards or any import circle). Top to bottom:
   ``overlay/``    the patched ``vllm/`` files staged and installed into a venv
   ``image/``      the Docker overlay image, its names, the stand-in base, the plugin wheel
   ``seamtest/``   the test lanes of ``make test`` and the pytest plugins they load
-- ``tree/``       ``SeamTree``: every tree the tool makes (lock, state, recovery, user work, kept work)
+- ``tree/``       ``SeamTree``: every tree the tool makes (lock, state, recovery, user work, kept work);
+                  the port tree's mechanics (one trial of a patch, import merges, recorded resolutions)
 - domain: ``queue/`` (patch, header fields, commit messages, series, lint, drift), ``findings/`` (what a
   port finds of each patch, the analysis deciding it, what it may do by itself) and ``bases/`` (the pins of
   ``bases.toml``, the carried bases; with the cache's sdists and pristine base repositories)

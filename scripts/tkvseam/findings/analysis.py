@@ -6,7 +6,7 @@ Per patch: the status from its files, its dependencies (``Depends-on``, ``Test-d
 and typed evidence of obsolescence (``model.Evidence``), and a draft verdict.
 
 Decisions on data: the bases are read only through ``BaseView`` (the port tree is one); the
-one trial of a patch on a port tree is ``tree.try_patch``.
+one trial of a patch on a port tree is ``tree.porttree.try_patch``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .model import (
 
 
 class BaseView(Protocol):
-    """What the analysis reads of the two bases (``tree.PortTree`` is one; a test may pass its own)."""
+    """What the analysis reads of the two bases (``tree.porttree.PortTree`` is one; a test may pass its own)."""
 
     def old_lines(self, rel: str) -> list[str] | None: ...
     def new_lines(self, rel: str) -> list[str] | None: ...

@@ -20,10 +20,10 @@ from ..errors import SeamError, UsageError
 from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
 from ..queue.series import read_series
-from .tree import try_patch
+from ..tree.porttree import try_patch
 from ..findings.model import MERGED, PatchReport
 from .fixers import Isort
-from .tree import PortTree
+from ..tree.porttree import PortTree
 
 
 def refuse_direction(from_base: Base, to_base: Base, root: Path | None = None) -> None:

@@ -45,9 +45,9 @@ from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop, anew
 from .journal import PORT_MSG, PortJournal
 from ..findings.model import APPLIED, FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, stop_hint, stop_message
-from .replay import Resolutions
+from ..tree.replay import Resolutions
 from .report import refuse_direction
-from .tree import PortTree, try_patch
+from ..tree.porttree import PortTree, try_patch
 
 _MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======\n")
 

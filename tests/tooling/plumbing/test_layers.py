@@ -23,19 +23,9 @@ LAYERS = {
         "image",
         "overlay.stage",
         "seamtest",
-        "port.session",
-        "port.journal",
-        "port.gate",
-        "port.ending",
-        "port.prove",
-        "port.finish",
-        "port.report",
-        "port.reportfile",
-        "port.render",
-        "port.fixers",
-        "port.environment",
+        "port",
     ),
-    "tree": ("tree", "port.tree", "port.imports", "port.replay", "bases.repo", "bases.sdist"),
+    "tree": ("tree", "bases.repo", "bases.sdist"),
     "domain": (
         "queue",
         "bases.pins",
@@ -223,4 +213,4 @@ def test_the_detectors_see_a_hidden_circle_and_a_layer_broken_by_a_lazy_import()
     found = imports({"queue.patch": mods["queue.patch"], "edit.apply": mods["edit.apply"]})
     assert "queue.patch" in found["edit.apply"]
     assert layer_of("queue.patch") == "domain" and layer_of("edit.apply") == "use case"
-    assert layer_of("port.tree") == "tree" and layer_of("port.session") == "use case"
+    assert layer_of("tree.porttree") == "tree" and layer_of("port.session") == "use case"

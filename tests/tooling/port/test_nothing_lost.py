@@ -19,7 +19,7 @@ import pytest
 from tkvseam import git
 from tkvseam.tree.commits import symlinked_path
 from tkvseam.queue.patch import parse_text
-from tkvseam.port.tree import PortTree
+from tkvseam.tree.porttree import PortTree
 
 from ..fixtures.project import Project
 from ..fixtures.queue import message
@@ -238,7 +238,7 @@ def test_a_start_killed_after_placing_the_tree_is_a_port_the_next_run_goes_on_wi
 @pytest.mark.parametrize("verb", ["start", "report"])
 def test_a_killed_start_or_report_leaves_a_scratch_tree_the_next_run_removes(pproject, crash_at, verb):
     crash_at(
-        "tkvseam.port.tree:PortTree.build",
+        "tkvseam.tree.porttree:PortTree.build",
         *pproject.argv("port", verb, "--base", NAME, "--to", NEXT),
         after=True,
     )

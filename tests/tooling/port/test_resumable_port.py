@@ -166,7 +166,10 @@ def test_a_port_killed_while_applying_keeps_the_leftovers_and_applies_again(ppro
     resolve_0001(tree)
     # killed once 0003's files are in the tree, nothing recorded
     crash_at(
-        "tkvseam.port.tree:PortTree.apply_files", *pproject.argv("port", *CONTINUE), after=True, when="0003-"
+        "tkvseam.tree.porttree:PortTree.apply_files",
+        *pproject.argv("port", *CONTINUE),
+        after=True,
+        when="0003-",
     )
     assert git.status_porcelain(tree)  # half applied
     before = set(git.refs(tree, "refs/tkv-seam/dropped"))

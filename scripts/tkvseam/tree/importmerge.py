@@ -12,7 +12,7 @@ one name to different things are a real conflict. The file is then sorted by the
 ruff with its isort rules (``I``, the tree's configuration), which merges statements of one
 module; only when the new base's own file is already sorted so, so that the sort changes
 nothing of upstream's. A file with any region that is not imports alone is left as git left it.
-The sort is given (``Sort``; ``fixers.Isort`` is the base's ruff).
+The sort is given (``Sort``; ``port.fixers.Isort`` is the base's ruff).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ fetched into it (``OLD_TAG``), so the patches' full ``index`` lines give git the
 for a 3-way merge. ``apply_files`` applies one patch file by file: strictly (every hunk
 where it says), else ``git apply --3way``, else at the file its content went to; a
 conflict is parked (markers and index stages kept aside) so the next file can merge, and
-put back at the end. Where the 3-way merge conflicts, the port's own steps (``auto.Auto``)
+put back at the end. Where the 3-way merge conflicts, the port's own steps (``findings.auto.Auto``)
 come first: every hunk placed with its full context (offset, no fuzz), then, after the
-conflicts are back, import-only conflicts merged (``imports``) and recorded resolutions
+conflicts are back, import-only conflicts merged (``importmerge``) and recorded resolutions
 replayed (``replay``); what they did is in the file's report (``FileStatus.OFFSET``,
 ``IMPORTS``, ``REPLAYED``) and the patch's ``did``. A path that is, or goes through, a symlink of the new base is
 refused, never written through (the guard apply uses: ``commits.symlinked_path``).
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import git
 from ..bases.repo import BaseRepo
-from ..tree.commits import symlinked_path
+from .commits import symlinked_path
 from ..errors import ApplyError
 from ..queue.patch import (
     FileChange,
@@ -34,7 +34,7 @@ from ..queue.patch import (
 )
 from ..layout import BASE_TAG, BRANCH
 from ..findings.auto import Auto, Did
-from .imports import Sort, merge_conflicts
+from .importmerge import Sort, merge_conflicts
 from ..findings.analysis import (
     by_file,
     decide,
