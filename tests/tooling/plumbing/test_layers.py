@@ -1,4 +1,5 @@
-"""The package's folders are its layers: no module imports a layer above its own, and no import circle.
+"""The package's folders are its layers: no module imports a layer above its own, and no import
+circle, between modules or between packages.
 
 Every import counts, lazy ones (inside a function) and ``TYPE_CHECKING`` ones included: a
 circle hidden behind a lazy import is still a circle a reader has to walk. The table is the
@@ -204,6 +205,27 @@ def test_no_import_circle():
     assert cycles(imports(modules())) == []
 
 
+def packages_of(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto packages (a module at the top is its own): package -> the
+    other packages its modules import."""
+    out: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        here = module.split(".")[0]
+        out.setdefault(here, set())
+        for t in targets:
+            there = t.split(".")[0]
+            out.setdefault(there, set())
+            if there != here:
+                out[here].add(there)
+    return out
+
+
+def test_no_package_circle():
+    """No package imports one that imports it back, however far round: a layer's packages may
+    import each other (a use case another's lower helper), but never in a circle."""
+    assert cycles(packages_of(imports(modules()))) == []
+
+
 def test_the_detectors_see_a_hidden_circle_and_a_layer_broken_by_a_lazy_import():
     """The checks above cannot pass by seeing nothing: a circle closed only by a function-level
     import, and a domain module reaching up into a use case, are both found."""
@@ -214,3 +236,12 @@ def test_the_detectors_see_a_hidden_circle_and_a_layer_broken_by_a_lazy_import()
     assert "queue.patch" in found["edit.apply"]
     assert layer_of("queue.patch") == "domain" and layer_of("edit.apply") == "use case"
     assert layer_of("tree.porttree") == "tree" and layer_of("port.session") == "use case"
+
+
+def test_the_package_check_sees_a_circle_no_module_closes():
+    """Two packages that import each other through different modules make no module circle, and
+    the package check still finds them."""
+    edges = {"queue.drift": {"bases.pins"}, "bases.pins": set(), "bases.carried": {"queue.series"}}
+    edges["queue.series"] = set()
+    assert cycles(edges) == []
+    assert cycles(packages_of(edges)) == [["bases", "queue"]]
