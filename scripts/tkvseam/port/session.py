@@ -36,11 +36,11 @@ from ..queue.patch import Patch
 from ..progress import QUIET, Progress
 from ..tree.kept import kept_root
 from ..queue.series import read_series
-from ..tree.state import DoneStatus, Kind, PortProgress, TreeState
+from ..tree.state import STATE, DoneStatus, Kind, PortProgress, TreeState
 from ..findings.auto import Auto, Did, did_lines
 from .finish import Finished, finish_queue
 from .fixers import Isort
-from .gate import check_patch, read_record, regate
+from .gate import check_patch, patches_by_themselves, read_record, regate
 from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop, anew
 from .journal import PORT_MSG, PortJournal
 from ..findings.model import APPLIED, FileStatus, PatchReport, PatchStatus
@@ -114,6 +114,28 @@ class PortSession:
     def save(self, state: TreeState) -> None:
         """Record ``state`` in the port tree (what ``finish`` calls too)."""
         self.journal.save(state)
+
+    @property
+    def message_file(self) -> Path:
+        """The stopped patch's commit message, as the user edits it (``journal.PORT_MSG``)."""
+        return self.journal.message_file
+
+    # -- where the port stands: a look without the lock (what ``carry`` asks before a verb) ---------
+
+    def in_progress(self) -> bool:
+        """A port onto ``to_base`` is started in the tree and not finished."""
+        state = self.seam.load()
+        return state is not None and state.port_in_progress
+
+    def started_from(self) -> str | None:
+        """The base the port in progress started from (None when none is in progress)."""
+        state = self.seam.load()
+        return state.port.from_base if state is not None and state.port_in_progress else None
+
+    def by_themselves(self) -> list[dict]:
+        """The patches of the port that went in without a human ([] when there is no port tree)."""
+        state = self.seam.load()
+        return patches_by_themselves(self.path, state) if state is not None and state.port else []
 
     # -- the verbs ----------------------------------------------------------------
 
@@ -256,7 +278,7 @@ class PortSession:
                     hint=f"{self._drop_queue_hint()}; the port tree stays until `{hints.make('clean')}` "
                     f"or the next `{self.command('start')}` replaces it",
                 )
-            extra = {"tkv-seam.json": TreeState.path(self.path).read_bytes()}
+            extra = {STATE: TreeState.path(self.path).read_bytes()}
             msg = self.journal.message_file
             if msg.exists():
                 extra[PORT_MSG] = msg.read_bytes()

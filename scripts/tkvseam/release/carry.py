@@ -22,25 +22,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from .. import hints, layout
-from . import seamtable
-from ..bases.pins import Base, load_bases
-from ..bases.carried import carried_before
-from .cpulock import lock_cpu
 from ..answer import Answer
-from ..findings.auto import Auto
+from ..bases.carried import carried_before
+from ..bases.pins import Base, load_bases
 from ..edit.refresh import Exported
 from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
-from ..queue.message import VERDICTS, verdict_problem
-from .pin import parse_release, pin
+from ..findings.auto import Auto
+from ..port.ending import queue_problems
+from ..port.environment import EnvironmentStop
+from ..port.gate import ChangedBreaks, PatchBreaks, breaks_hint, by_themselves_lines
+from ..port.prove import Prover
+from ..port.session import PortSession
 from ..progress import QUIET, Progress
-
-if TYPE_CHECKING:
-    from ..port.finish import Finished
+from ..queue.message import VERDICTS, verdict_problem
+from ..seamtest.testvenv import build, built_by_tool
+from . import seamtable
+from .cpulock import lock_cpu
+from .pin import parse_release, pin
 
 WHY = "'<why>'"  # the placeholder of a reason, quoted: it runs as written once filled in
 
@@ -71,8 +73,6 @@ class CarryResult(Answer):
     )  # went in without a human: name, how, gate, proven
 
     def lines(self) -> list[str]:
-        from ..port.gate import by_themselves_lines
-
         listed = by_themselves_lines(self.by_themselves) if self.by_themselves or self.source else []
         return (
             [f"  {step.line()}" for step in self.steps]
@@ -166,12 +166,10 @@ def carry(
         steps.append(Step("pin", pinned.status, f"commit {pinned.commit_prefix}, {base.sdist.filename}"))
     else:
         steps.append(Step("pin", "pinned", f"{base.name} is in {bases_file.name} already"))
-    session = _Port(root, bases_file, base, cache, progress)
+    session = PortSession(root, base, None, cache, progress, bases_file)
     if _queue_exists(root, base) and not session.in_progress():
         _refuse_another_plugin(base, opts, bases_file)
-        from ..port.ending import queue_problems  # said again on every run until fixed
-
-        problems = queue_problems(root, base, cache, progress)
+        problems = queue_problems(root, base, cache, progress)  # said again on every run until fixed
         checked = "; lint + style gate of the queue as written (applied to the pristine base)"
         steps.append(
             Step("port", "carried" if not problems else "written", f"{base.queue.series} exists{checked}")
@@ -184,7 +182,7 @@ def carry(
             "--verdict/--reason are for a port stopped at a patch; none is in progress for " + base.name,
             hint=f"make carry VERSION={base.version}   (the port starts; give them when it stops)",
         )
-    started_from = session.source()  # a port in progress goes on from the queue it started from
+    started_from = session.started_from()  # a port in progress goes on from the queue it started from
     source = bases.get(started_from) if started_from else carried_before(bases, root, base.version)
     if source is None:
         raise SeamError(
@@ -196,12 +194,12 @@ def carry(
         result.steps.append(step(root, bases_file, bases, base, source, cache, opts, progress))
         bases = load_bases(bases_file, root)  # what the step wrote (the .seam table: the gate's ruff)
         base = bases[base.name]
-    session = _Port(root, bases_file, base, cache, progress)
-    session.session.auto = opts.auto
+    session = PortSession(root, base, None, cache, progress, bases_file)
+    session.auto = opts.auto
     for s in result.steps:
         progress.step(f"carry {base.name}: {s.line()}")
     if opts.prove:
-        session.session.prove, proving = _prover(root, bases, base, opts, progress)
+        session.prove, proving = _prover(root, bases, base, opts, progress)
         result.steps.append(proving)
     try:
         if session.in_progress():
@@ -227,27 +225,21 @@ def carry(
     return result
 
 
-def _restop(e: PortStopped, session: _Port, base: Base, steps: list[Step]) -> PortStopped:
+def _restop(e: PortStopped, session: PortSession, base: Base, steps: list[Step]) -> PortStopped:
     """The port's stop, with the next command of a carry (``make carry`` again continues it), and
     why the patches' tests did not run, when they did not."""
-    from ..port.environment import EnvironmentStop
-    from ..port.gate import ChangedBreaks, PatchBreaks, breaks_hint
-
     message = e.message + "".join(
         f"\n  ({s.line()})" for s in steps if s.step == "prove" and s.status == "off"
     )
     if isinstance(e, ChangedBreaks):  # its hint (amend the commit, run again) holds for carry too
         return ChangedBreaks(message, e.hint, e.patch, e.problems)
     if isinstance(e, PatchBreaks):
-        msg = session.tree / ".git" / "tkv-seam-port-msg"
-        hint = breaks_hint(session.session, msg, again=hints.make("carry", VERSION=base.version))
+        hint = breaks_hint(session, session.message_file, again=hints.make("carry", VERSION=base.version))
         return PatchBreaks(message, hint, e.patch, e.problems)
     if isinstance(e, EnvironmentStop):
         again = hints.make("carry", VERSION=base.version)
-        return EnvironmentStop(
-            message, hint=(e.hint or "").replace(session.session.command("continue"), again)
-        )
-    return PortStopped(message, hint=_stop_hint(session.tree, base))
+        return EnvironmentStop(message, hint=(e.hint or "").replace(session.command("continue"), again))
+    return PortStopped(message, hint=_stop_hint(session, base))
 
 
 def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
@@ -267,9 +259,6 @@ def _prover(root: Path, bases: dict[str, Base], base: Base, opts: Options, progr
     lock and rules (``seamtest.testvenv``, as ``make venv-vllm`` builds it) and its canary run: a
     venv in which stock vLLM does not start stops the carry as the environment, before any patch
     is blamed for it; one that cannot be built turns proving off (the gate alone), saying why."""
-    from ..port.prove import Prover
-    from ..seamtest.testvenv import build, built_by_tool
-
     make = hints.make("venv-vllm", BASE=base.name)
     python = root / base.test_venv / "bin" / "python"
     if python.exists() and not built_by_tool(root / base.test_venv):
@@ -319,11 +308,12 @@ def environment_stop(base: Base, said: str) -> PortStopped:
     )
 
 
-def _stop_hint(tree: Path, base: Base) -> str:
+def _stop_hint(session: PortSession, base: Base) -> str:
     again = hints.make("carry", VERSION=base.version)
+    tree = session.path
     return (
         f"resolve in {hints.quote(tree)}, `{hints.shell('git', '-C', tree, 'add', '<files>')}`, edit "
-        f"Verdict/Reason in {hints.quote(tree / '.git' / 'tkv-seam-port-msg')} (or pass VERDICT= and REASON= "
+        f"Verdict/Reason in {hints.quote(session.message_file)} (or pass VERDICT= and REASON= "
         f"to make carry), then `{again}` again (it continues the port); to leave the patch out: "
         f"`{hints.port('skip', base.name, REASON=WHY)}`, then `{again}`"
     )
@@ -359,36 +349,3 @@ def _lock(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
         bases=bases,
     )
     return Step("lock", "written", f"{done.path}: {len(done.pins)} pins, torch {done.torch.version}")
-
-
-class _Port:
-    """The resumable port onto ``base`` in ``build/port-<base>``: ``port.PortSession``, the port
-    verbs driven by code."""
-
-    def __init__(self, root: Path, bases_file: Path, base: Base, cache: Path, progress: Progress):
-        from ..port.session import PortSession
-
-        self.session = PortSession(root, base, None, cache, progress, bases_file)
-        self.tree = self.session.path
-
-    def in_progress(self) -> bool:
-        state = self.session.seam.load()
-        return state is not None and state.port_in_progress
-
-    def source(self) -> str | None:
-        """The base the port in progress started from (None when none is in progress)."""
-        state = self.session.seam.load()
-        return state.port.from_base if state is not None and state.port_in_progress else None
-
-    def start(self, source: Base) -> Finished:
-        return self.session.start(source)
-
-    def continue_(self, verdict: str | None, reason: str | None) -> Finished:
-        return self.session.continue_(verdict, reason)
-
-    def by_themselves(self) -> list[dict]:
-        """The patches of the finished port that went in without a human ([] when no port tree)."""
-        from ..port.gate import patches_by_themselves
-
-        state = self.session.seam.load()
-        return patches_by_themselves(self.tree, state) if state is not None and state.port else []
