@@ -47,6 +47,35 @@ def carried_before(bases: dict[str, Base], root: Path, version: str | Version) -
     return bases[older[-1]] if older else None
 
 
+CARRIED_HINT = ".venv/bin/tkv-seam carried   (the bases with a queue)"
+
+
+def source_of(
+    bases: dict[str, Base],
+    root: Path,
+    version: str | Version,
+    named: str,
+    then: str = "",
+    hint: str = CARRIED_HINT,
+    exit_code: int | None = None,
+) -> Base:
+    """The queue release ``version`` is carried or ported from (``carried_before``); none is
+    ``no_source``'s refusal."""
+    source = carried_before(bases, root, version)
+    if source is None:
+        raise no_source(named, then, hint, exit_code)
+    return source
+
+
+def no_source(
+    named: str, then: str = "", hint: str = CARRIED_HINT, exit_code: int | None = None
+) -> SeamError:
+    """The one refusal of a release no carried base is older than, naming it as ``named`` and what
+    cannot be done (``then``): a port goes forward only."""
+    why = f"{then} (a port goes forward only)" if then else "a port goes forward only"
+    return SeamError(f"no carried base is older than {named}: {why}", hint=hint, exit_code=exit_code)
+
+
 @dataclass
 class Carried(Answer):
     """``carried``: the carried bases, oldest release first."""

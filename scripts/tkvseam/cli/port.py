@@ -142,9 +142,9 @@ def _pin_hint(ctx: Context, to_name: str, verb: str, base: str | None = None, tr
 
 def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
     """``--base``, else the newest carried base older than ``to_base`` (where a port starts from)."""
+    from ..bases.carried import CARRIED_HINT, carried_before, no_source
     from ..bases.pins import load_bases
-    from ..bases.carried import carried_before
-    from ..errors import UsageError
+    from ..errors import EXIT_USAGE
 
     source = carried_before(load_bases(ctx.bases_file, ctx.root), ctx.root, to_base.version)
     if base_name:  # unknown: the base a port onto TO starts from by default, never a newer one
@@ -155,9 +155,11 @@ def _from_base(ctx: Context, base_name: str | None, to_base, verb: str):
         )
         return ctx.base(base_name, hint=again)
     if source is None:
-        raise UsageError(
-            f"no carried base is older than {to_base.name}: nothing to port onto it (a port goes forward only)",
-            hint=".venv/bin/tkv-seam carried   (the bases with a queue; name one with BASE=)",
+        raise no_source(
+            to_base.name,
+            "nothing to port onto it",
+            hint=f"{CARRIED_HINT[:-1]}; name one with BASE=)",
+            exit_code=EXIT_USAGE,
         )
     return source
 

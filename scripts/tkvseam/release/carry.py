@@ -27,7 +27,7 @@ from packaging.version import Version
 
 from .. import hints, layout
 from ..answer import Answer
-from ..bases.carried import carried_before
+from ..bases.carried import carried_before, no_source, source_of
 from ..bases.pins import Base, load_bases
 from ..edit.refresh import Exported
 from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
@@ -44,7 +44,8 @@ from . import seamtable
 from .cpulock import lock_cpu
 from .pin import parse_release, pin
 
-WHY = "'<why>'"  # the placeholder of a reason, quoted: it runs as written once filled in
+WHY = "'<why>'"
+FROM = "nothing to carry it from"  # the placeholder of a reason, quoted: it runs as written once filled in
 
 
 @dataclass
@@ -155,11 +156,7 @@ def carry(
     steps: list[Step] = []
     base = _pinned(bases, wanted)
     if base is None:
-        if carried_before(bases, root, wanted) is None:  # refused before anything is written
-            raise SeamError(
-                f"no carried base is older than {wanted}: nothing to carry it from (a port goes forward only)",
-                hint=".venv/bin/tkv-seam carried   (the bases with a queue)",
-            )
+        source_of(bases, root, wanted, str(wanted), FROM)  # refused before anything is written
         pinned = pin(bases_file, str(wanted), cache, opts.index_url, progress=progress, root=root)
         bases = load_bases(bases_file, root)
         base = bases[pinned.name]
@@ -185,10 +182,7 @@ def carry(
     started_from = session.started_from()  # a port in progress goes on from the queue it started from
     source = bases.get(started_from) if started_from else carried_before(bases, root, base.version)
     if source is None:
-        raise SeamError(
-            f"no carried base is older than {base.name}: nothing to carry it from (a port goes forward only)",
-            hint=".venv/bin/tkv-seam carried   (the bases with a queue)",
-        )
+        raise no_source(base.name, FROM)
     result = CarryResult(base.name, source.name, steps=steps)
     for step in (_seam_table, _lock):
         result.steps.append(step(root, bases_file, bases, base, source, cache, opts, progress))

@@ -37,7 +37,7 @@ from ..answer import Answer, plain
 from ..bases.pins import Base, CpuVenv, Plugin, SeamPins, cpu_rules, load_bases
 from ..bases.repo import BaseRepo, base_repo
 from ..bases.index import default_index_url, listing
-from ..bases.carried import carried_before
+from ..bases.carried import carried_before, source_of
 from ..errors import RefusedError, SeamError, UsageError
 from ..progress import QUIET, Progress
 
@@ -297,13 +297,7 @@ def source_base(root: Path, bases: dict[str, Base], new: Base, given: str | None
                 hint=hint,
             )
         return src
-    src = carried_before(bases, root, new.version)
-    if src is None:
-        raise SeamError(
-            f"no carried base older than {new.name}: nothing to carry it from",
-            hint=".venv/bin/tkv-seam carried   (lists the bases with a queue)",
-        )
-    return src
+    return source_of(bases, root, new.version, new.name, "nothing to carry it from")
 
 
 def derive(

@@ -32,7 +32,7 @@ from .. import hints, layout
 from ..answer import Answer
 from ..bases.index import default_index_url
 from ..bases.pins import Base, get_base, load_bases
-from ..bases.carried import carried_before, carried_bases
+from ..bases.carried import carried_bases, source_of
 from ..errors import EXIT_NEWER, EXIT_USAGE, NetworkError, SeamError
 from ..bases.index import IndexFile, Listing, listing
 from ..lock import locked, tree_lock_path
@@ -238,14 +238,14 @@ def _since(bases: dict[str, Base], since: str) -> Version:
 def _source(bases: dict[str, Base], root: Path, version: str) -> Base:
     """The queue release ``version`` is ported from: the newest carried base older than it (never
     itself, never a newer one: a port goes forward)."""
-    source = carried_before(bases, root, version)
-    if source is None:
-        raise SeamError(
-            f"no carried base is older than v{version}: a port goes forward only",
-            hint=f"make watch REPORT=1 SINCE={carried_bases(bases, root)[0]}",
-            exit_code=EXIT_USAGE,
-        )
-    return source
+    return source_of(
+        bases,
+        root,
+        version,
+        f"v{version}",
+        hint=f"make watch REPORT=1 SINCE={carried_bases(bases, root)[0]}",
+        exit_code=EXIT_USAGE,
+    )
 
 
 def watch(

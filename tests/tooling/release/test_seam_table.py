@@ -131,7 +131,7 @@ def test_a_given_plugin_is_hash_pinned_from_the_index(cproject, monkeypatch):
 
 def test_a_table_is_carried_forward_only(cproject):
     err = cproject.cli("seam-table", OLD_NAME, expect=1).stderr
-    assert f"no carried base older than {OLD_NAME}" in err
+    assert f"no carried base is older than {OLD_NAME}: nothing to carry it from" in err
     err = cproject.cli("seam-table", OLD_NAME, "--from", NEW_NAME, expect=2).stderr
     assert f"{NEW_NAME} is not older than {OLD_NAME}" in err
     err = cproject.cli("seam-table", "v1.2.3", expect=2).stderr
