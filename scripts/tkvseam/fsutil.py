@@ -1,4 +1,4 @@
-"""Filesystem plumbing: the one atomic write, and names for what the tool keeps.
+"""Filesystem plumbing: the one atomic write, a file's sha256, and names for what the tool keeps.
 
 ``atomic_write`` is how the tool writes every file a reader may see half written (patches,
 series, PORT.md, bases.toml, state files, caches): a temporary file in the same directory,
@@ -9,6 +9,7 @@ one. The new file keeps the mode of the file it replaces (``mkstemp`` alone woul
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import tempfile
@@ -48,6 +49,12 @@ def atomic_write(path: Path, data: bytes | str, mode: int | None = None) -> None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of the file at ``path``, in hex (read in chunks: an sdist may be large)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def stamp() -> str:

@@ -14,7 +14,6 @@ inside it, not on the way from a project root to a path the tool writes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from . import hints
 from .errors import RefusedError, SeamError
+from .fsutil import sha256_of
 
 MARKER = ".tkv-seam-made.json"
 
@@ -56,14 +56,6 @@ def is_inside(root: Path, path: Path) -> bool:
     """True when ``path`` resolves (symlinks followed) to ``root`` or below it."""
     root, path = Path(os.path.realpath(root)), Path(os.path.realpath(path))
     return path == root or root in path.parents
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _walk(dest: Path) -> tuple[dict[str, Path], list[str]]:
@@ -116,7 +108,7 @@ def _not_ours(dest: Path, kind: str, legacy: Callable[[Path], bool] | None) -> s
         added = sorted(set(files) - set(recorded))
         if added:
             return f"added since the tool wrote it: {', '.join(added[:5])}"
-        changed = sorted(rel for rel, p in files.items() if _sha256(p) != recorded[rel])
+        changed = sorted(rel for rel, p in files.items() if sha256_of(p) != recorded[rel])
         if changed:
             return f"edited since the tool wrote it: {', '.join(changed[:5])}"
         return None
@@ -196,5 +188,5 @@ def seal_output_dir(dest: Path) -> None:
     if marker is None:
         raise SeamError(f"{dest}: {MARKER} is missing; the output was not made by replace_output_dir")
     files, _ = _walk(dest)
-    marker["files"] = {rel: _sha256(p) for rel, p in sorted(files.items())}
+    marker["files"] = {rel: sha256_of(p) for rel, p in sorted(files.items())}
     _write_marker(dest, marker)

@@ -6,7 +6,6 @@ that ``vllm/_version.py`` inside names the pinned release and commit.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -15,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import index, unpack
 from ..errors import NetworkError, VerifyError
+from ..fsutil import sha256_of
 from ..progress import QUIET, Progress
 from .index import default_index_url
 from .pins import Base, Sdist
@@ -49,12 +49,9 @@ def find_sdist_url(base: Base, index_url: str) -> str:
 def mismatch(path: Path, sdist: Sdist) -> str | None:
     """How the file at ``path`` differs from the pinned sdist (size, sha256), or None."""
     size = path.stat().st_size
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    if size != sdist.size or digest.hexdigest() != sdist.sha256:
-        return f"size {size}, sha256 {digest.hexdigest()}; expected size {sdist.size}, sha256 {sdist.sha256}"
+    digest = sha256_of(path)
+    if size != sdist.size or digest != sdist.sha256:
+        return f"size {size}, sha256 {digest}; expected size {sdist.size}, sha256 {sdist.sha256}"
     return None
 
 

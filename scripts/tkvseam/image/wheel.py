@@ -8,7 +8,6 @@ JSON), chosen by its pinned hash, kept in ``<cache>/wheels/`` and checked again 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from ..bases import index
 from ..bases.pins import Plugin, lock_file
 from ..errors import NetworkError, UsageError, VerifyError
+from ..fsutil import sha256_of
 from ..lock import locked
 from ..progress import QUIET, Progress
 
@@ -95,14 +95,6 @@ def plugin_spec(text: str, pin: Plugin, base: str) -> PluginSpec:
     return PluginSpec(spec_name, version, hashes)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _choose(spec: PluginSpec, page: index.Listing) -> index.IndexFile:
     """The page's wheel of ``spec`` whose sha256 is one of the pinned hashes."""
     wanted = {h.split(":", 1)[1] for h in spec.hashes}
@@ -152,7 +144,7 @@ def fetch_wheel(
                 name == spec.name
                 and str(version) == spec.version
                 and have.is_file()
-                and _sha256(have) in wanted
+                and sha256_of(have) in wanted
             ):
                 progress.step(f"verified cached {have.name}")
                 return have
@@ -162,7 +154,7 @@ def fetch_wheel(
         progress.step(f"download {entry.filename} ({entry.size / 1e6:.1f} MB)")
         try:
             index.download(entry.url, part, entry.size, entry.filename, progress=progress)
-            have = _sha256(part)
+            have = sha256_of(part)
             if have not in wanted:
                 raise VerifyError(
                     f"{entry.url}: sha256 {have}, the pin of {spec.requirement} is {', '.join(spec.hashes)}; "

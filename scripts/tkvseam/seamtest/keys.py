@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from .. import layout
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, sha256_of
 
 #: What a digest of project files skips anywhere: bytecode and caches the runs themselves write.
 SKIP_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git"}
@@ -153,8 +153,7 @@ class HashCache:
         ctime, nlink, found = had if len(had) == 3 else ("", "", "")
         if not found or (ctime != str(st.st_ctime_ns) and nlink == str(st.st_nlink)):
             try:
-                with open(path, "rb") as f:
-                    found = hashlib.file_digest(f, "sha256").hexdigest()
+                found = sha256_of(Path(path))
             except OSError as e:
                 found = f"unreadable {type(e).__name__}"
         self.seen[ident] = f"{st.st_ctime_ns}:{st.st_nlink}:{found}"
@@ -313,7 +312,7 @@ def interpreter(python: Path | None = None) -> str:
 
 def lock_sha256(root: Path, lock: str) -> str:
     try:
-        return hashlib.sha256((Path(root) / lock).read_bytes()).hexdigest()
+        return sha256_of(Path(root) / lock)
     except OSError:
         return "missing"
 

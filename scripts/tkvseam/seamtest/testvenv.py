@@ -18,7 +18,6 @@ engine config of a tiny local model, on stock, the way every lane starts.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ from .. import hints, layout
 from ..answer import Answer
 from ..bases.pins import TRITON_STAND_IN, Base, cpu_rules
 from ..errors import RefusedError, SeamError
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, sha256_of
 from ..lock import locked, venv_locked
 from ..progress import QUIET, Progress
 from ..tree.state import refuse_in_git_dir
@@ -88,14 +87,9 @@ class TestVenv(Answer):
         return out
 
 
-def _digest(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _wanted(lock: Path, triton: str, python: str) -> dict:
-    standin = _digest(Path(triton_standin.__file__)) if triton == TRITON_STAND_IN else ""
-    return {"lock": _digest(lock), "triton_standin": standin, "python": python}
+    standin = sha256_of(Path(triton_standin.__file__)) if triton == TRITON_STAND_IN else ""
+    return {"lock": sha256_of(lock), "triton_standin": standin, "python": python}
 
 
 def _record(venv: Path) -> dict | None:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import git
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, sha256_of
 from . import keys
 from .outcomes import counts, failing
 from .inputs import HF_CONFIGS
@@ -61,7 +61,7 @@ def _plugin_digests(names: tuple[str, ...]) -> dict[str, str]:
     for name in names:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin, name
-        out[name] = hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+        out[name] = sha256_of(Path(spec.origin))
     return out
 
 
@@ -96,7 +96,7 @@ class UpstreamLane:
             "tests_tree": git.rev_parse(r.tree, f"{r.base_commit}:tests"),
             "pyproject": git.rev_parse(r.tree, f"{r.base_commit}:pyproject.toml"),
             "files": list(self._files(r)),
-            "lock_sha256": hashlib.sha256((r.root / r.base.cpu_lock).read_bytes()).hexdigest(),
+            "lock_sha256": sha256_of(r.root / r.base.cpu_lock),
             "hf_configs": _digest_dir(r.root / HF_CONFIGS),
             "timeout": r.timeout,
             "plugins": _plugin_digests(PLUGINS),
