@@ -44,11 +44,6 @@ def lock_timeout() -> float:
     return value
 
 
-def tree_lock_path(tree: Path) -> Path:
-    """The lock file of a build or port tree: ``.<name>.lock`` beside it."""
-    return tree.parent / f".{tree.name}.lock"
-
-
 def _holder(path: Path) -> str:
     try:
         pid = path.read_text().strip()

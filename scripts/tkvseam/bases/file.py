@@ -22,13 +22,9 @@ from tomlkit.items import Table
 from .. import hints
 from ..errors import RefusedError, SeamError
 from ..fsutil import current_umask
-from ..lock import locked, tree_lock_path
+from ..layout import lock_of
+from ..lock import locked
 from .pins import CpuVenv
-
-
-def lock_path(path: Path) -> Path:
-    """The bases file's lock, the one ``pin`` holds too (``.bases.toml.lock`` beside it)."""
-    return tree_lock_path(path)
 
 
 def read(path: Path) -> tomlkit.TOMLDocument:
@@ -118,7 +114,7 @@ def set_seam(path: Path, name: str, seam: Table, check: Callable[[], bool] | Non
     ``check``, called holding the file's lock before it is read: False leaves the file as it is
     (it decides on the file as it is now, not as it was when the table was derived).
     """
-    with locked(lock_path(path), f"the bases file {path}"):
+    with locked(lock_of(path), f"the bases file {path}"):
         if check is not None and not check():
             return False
         doc = read(path)
@@ -154,7 +150,7 @@ def cpu_table(cpu: CpuVenv, comment: str = "") -> Table:
 def set_cpu(path: Path, name: str, cpu: CpuVenv) -> None:
     """Write ``cpu`` as ``["<name>".seam.cpu]`` (the rest of the seam table kept, created empty
     when the base has none yet), holding the file's lock."""
-    with locked(lock_path(path), f"the bases file {path}"):
+    with locked(lock_of(path), f"the bases file {path}"):
         doc = read(path)
         if name not in doc:
             raise SeamError(
@@ -185,7 +181,7 @@ def remove_base(path: Path, name: str, held: bool = False) -> bool:
 
     ``held``: the caller holds the file's lock already (``retire`` holds it for its whole run).
     """
-    with contextlib.nullcontext() if held else locked(lock_path(path), f"the bases file {path}"):
+    with contextlib.nullcontext() if held else locked(lock_of(path), f"the bases file {path}"):
         doc = read(path)
         if name not in doc:
             return False

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import git, hints
+from .. import git, hints, layout
 from ..answer import Answer, plain
 from ..errors import BusyError, SeamError, UsageError, VerifyError
-from ..lock import locked, tree_lock_path, venv_locked
+from ..lock import locked, venv_locked
 from ..outputs import replace_output_dir, seal_output_dir
 from ..progress import QUIET, Progress
 from ..queue.footprint import PACKAGE_PREFIX
@@ -177,7 +177,7 @@ def stage_locked(
     tree: Path, paths: list[str], dest: Path, commit: str = "HEAD", progress: Progress = QUIET
 ) -> Staged:
     """``stage`` holding ``dest``'s lock: two runs staging into one directory take turns."""
-    with locked(tree_lock_path(dest), str(dest), progress):
+    with locked(layout.lock_of(dest), str(dest), progress):
         return Staged(dest, stage(tree, paths, dest, commit))
 
 
@@ -197,7 +197,7 @@ def install_commit(
     holding the stage's lock and the venv's (``lock.venv_locked``: a seam lane running its tests
     in that venv holds it; two installs take turns). ``others``: see ``install_into_venv``.
     ``restore``: the commit is the pristine base, put back (said as restored)."""
-    with locked(tree_lock_path(stage_dir), str(stage_dir), progress):
+    with locked(layout.lock_of(stage_dir), str(stage_dir), progress):
         with venv_locked(Path(os.path.abspath(python)).parent.parent, progress):
             stage(tree, paths, stage_dir, commit)
             done = install_into_venv(python, stage_dir, own_venv, rerun, others)

@@ -18,7 +18,7 @@ from .. import hints, layout
 from ..answer import Answer
 from ..bases.pins import Base
 from ..fsutil import atomic_write
-from ..lock import locked, tree_lock_path
+from ..lock import locked
 from ..outputs import replace_output_dir, seal_output_dir
 from ..progress import QUIET, Progress
 from . import render
@@ -83,7 +83,7 @@ def write_report(
 ) -> ReportFiles:
     """Write the report's two files into ``report_dir`` (replacing a previous report only)."""
     out = report_dir(root, to_base.name)
-    with locked(tree_lock_path(out), str(out), progress):
+    with locked(layout.lock_of(out), str(out), progress):
         replace_output_dir(out, KIND, NAMES, rerun=hints.port("report", to_base.name, BASE=from_base.name))
         details = "\n".join(render.report_lines(reports))
         markdown = (

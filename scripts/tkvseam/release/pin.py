@@ -25,7 +25,7 @@ import tomlkit
 from packaging.utils import InvalidSdistFilename, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
-from .. import hints
+from .. import hints, layout
 from ..answer import Answer
 from ..bases.index import default_index_url
 from ..bases.pins import Base, Image, Sdist, load_bases, lock_file, plain_sdist_name
@@ -33,7 +33,7 @@ from ..bases.sdist import fetch_sdist, sdist_commit
 from ..bases.file import inline_table, insert_base, refuse_link, write
 from ..errors import EXIT_USAGE, SeamError, VerifyError
 from ..bases.index import IndexFile, Listing, listing
-from ..lock import locked, tree_lock_path
+from ..lock import locked
 from ..progress import QUIET, Progress
 from ..queue.series import Queue
 
@@ -203,7 +203,7 @@ def pin(
         Image(f"{OFFICIAL_IMAGE}:{name}", commit, "", ""),
         queue=Queue.for_base(name),  # its own queue, made by `tkv-seam port start --to <name>`
     )
-    with locked(tree_lock_path(bases_file), f"the bases file {bases_file}", progress):
+    with locked(layout.lock_of(bases_file), f"the bases file {bases_file}", progress):
         existing = load_bases(bases_file, root).get(name)  # again: another pin may have written it
         if existing:
             diffs = _differences(existing, pinned)

@@ -203,7 +203,7 @@ def retire(
     if not _NAME.fullmatch(name):
         raise UsageError(f"{name!r} is not a base name (e.g. v0.32.0)", hint=".venv/bin/tkv-seam carried")
     with contextlib.ExitStack() as held:  # no pin, seam-table, apply or port runs meanwhile
-        held.enter_context(locked(basesfile.lock_path(bases_file), f"the bases file {bases_file}", progress))
+        held.enter_context(locked(layout.lock_of(bases_file), f"the bases file {bases_file}", progress))
         bases = load_bases(bases_file, root)
         basesfile.refuse_link(
             bases_file

@@ -35,7 +35,7 @@ from ..bases.pins import Base, get_base, load_bases
 from ..bases.carried import carried_bases, source_of
 from ..errors import EXIT_NEWER, EXIT_USAGE, NetworkError, SeamError
 from ..bases.index import IndexFile, Listing, listing
-from ..lock import locked, tree_lock_path
+from ..lock import locked
 from ..outputs import replace_output_dir, seal_output_dir
 from .pin import PROJECT, PinStatus, parse_release, pin
 from ..port import render
@@ -289,7 +289,7 @@ def watch(
         )
     if report:
         out = layout.drift(root)
-        with locked(tree_lock_path(out), str(out), progress):  # one report run at a time
+        with locked(layout.lock_of(out), str(out), progress):  # one report run at a time
             _report(root, bases_file, cache, from_base, result, out, yanked, write, index_url, progress)
     return result
 

@@ -60,10 +60,11 @@ def test_four_applies_at_once_on_one_tree_all_succeed_and_never_interleave(proje
 
 
 def test_a_second_run_waits_for_the_first_then_proceeds(project):
-    from tkvseam.lock import locked, tree_lock_path
+    from tkvseam.layout import lock_of
+    from tkvseam.lock import locked
 
     project.apply()
-    with locked(tree_lock_path(project.tree), "test"):
+    with locked(lock_of(project.tree), "test"):
         run = start(project, "apply", "--base", NAME)
         line = run.stderr.readline()  # the run says it waits (it cannot go on while we hold the lock)
         assert f"waiting for another tkv-seam run on {project.tree}" in line
@@ -71,10 +72,11 @@ def test_a_second_run_waits_for_the_first_then_proceeds(project):
 
 
 def test_a_run_that_cannot_get_the_lock_in_time_exits_busy(project):
-    from tkvseam.lock import locked, tree_lock_path
+    from tkvseam.layout import lock_of
+    from tkvseam.lock import locked
 
     project.apply()
-    with locked(tree_lock_path(project.tree), "test"):
+    with locked(lock_of(project.tree), "test"):
         run = start(project, "apply", "--base", NAME, "--json", timeout="0")
         out, err = run.communicate()
     assert run.returncode == 10
@@ -85,7 +87,7 @@ def test_a_run_that_cannot_get_the_lock_in_time_exits_busy(project):
         ("refresh", "--base", NAME),
         ("port", "status", "--to", NAME, "--tree", str(project.tree)),
     ):
-        with locked(tree_lock_path(project.tree), "test"):
+        with locked(lock_of(project.tree), "test"):
             run = start(project, *command, timeout="0")
             assert run.wait() == 10, command
 

@@ -142,12 +142,13 @@ def test_a_table_is_carried_forward_only(cproject):
 def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
     """Both runs derived their table seeing none; both wrote: the second replaced the first's
     without FORCE=1 and kept nothing. Real processes, held at the bases file's lock."""
-    from tkvseam.lock import locked, tree_lock_path
+    from tkvseam.layout import lock_of
+    from tkvseam.lock import locked
 
     from ..fixtures.processes import said, start
 
     bases = cproject.root / "bases.toml"
-    with locked(tree_lock_path(bases), "test"):
+    with locked(lock_of(bases), "test"):
         runs = [start(cproject, "seam-table", NEW_NAME, "--ruff", v, "--json") for v in ("0.20.0", "0.21.0")]
         for run in runs:  # (they may take turns on the cached sdist first)
             assert "waiting for another tkv-seam run on the bases file" in said(run, "on the bases file")

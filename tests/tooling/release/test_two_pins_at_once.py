@@ -11,7 +11,8 @@ import json
 import tomllib
 
 from tkvseam.bases.pins import lock_file
-from tkvseam.lock import locked, tree_lock_path
+from tkvseam.layout import lock_of
+from tkvseam.lock import locked
 
 from ..fixtures.upstream import NAME, NEXT_VERSION
 from ..fixtures.processes import said, start
@@ -22,7 +23,7 @@ NEXT = f"v{NEXT_VERSION}"
 def test_two_pins_of_different_releases_at_once_both_land(project, releases):
     bases = project.root / "bases.toml"
     bases.write_text("# two pins at once\n")
-    with locked(tree_lock_path(bases), "test"):
+    with locked(lock_of(bases), "test"):
         runs = [start(project, "pin", v, "--json") for v in ("9.9.9", NEXT_VERSION)]
         for run in runs:
             assert "waiting for another tkv-seam run on the bases file" in said(run, "waiting for")
@@ -49,7 +50,7 @@ def test_two_pins_of_one_release_download_it_once(project, index):
 
 def test_two_watch_reports_take_turns_on_build_drift(project, index):
     drift = project.root / "build" / "drift"
-    with locked(tree_lock_path(drift), "test"):
+    with locked(lock_of(drift), "test"):
         run = start(project, "watch", "--report", "--json")
         assert f"waiting for another tkv-seam run on {drift}" in said(run, "waiting for")
     assert run.wait() == 11, run.stderr.read()
