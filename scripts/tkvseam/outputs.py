@@ -22,19 +22,9 @@ from pathlib import Path
 
 from . import hints
 from .errors import RefusedError, SeamError
-from .fsutil import sha256_of
+from .fsutil import describe_dir, sha256_of
 
 MARKER = ".tkv-seam-made.json"
-
-
-def _describe(path: Path, limit: int = 8) -> str:
-    """The first entries of a directory, for a refusal that names what is there."""
-    try:
-        names = sorted(os.listdir(path))
-    except OSError as e:
-        return f"unreadable: {e.strerror}"
-    shown = ", ".join(names[:limit]) + (f", … ({len(names)} entries)" if len(names) > limit else "")
-    return shown or "empty"
 
 
 def symlink_on_the_way(root: Path, path: Path) -> Path | None:
@@ -169,7 +159,7 @@ def replace_output_dir(
     if problem:
         raise RefusedError(
             f"{dest} exists and is not {kind} tkv-seam made ({problem}); it holds: "
-            f"{_describe(dest)}; nothing was deleted",
+            f"{describe_dir(dest)}; nothing was deleted",
             hint=hints.aside(None, dest, rerun, option="path"),
         )
     _write_marker(dest, marker)  # unsealed first: a kill while emptying leaves a recognisable output
