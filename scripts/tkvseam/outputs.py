@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import hints
 from .errors import RefusedError, SeamError
-from .fsutil import describe_dir, sha256_of
+from .fsutil import atomic_write, describe_dir, sha256_of
 
 MARKER = ".tkv-seam-made.json"
 
@@ -76,9 +76,7 @@ def _read_marker(dest: Path) -> dict | None:
 
 
 def _write_marker(dest: Path, data: dict) -> None:
-    tmp = dest / f".{MARKER}.tmp"
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, dest / MARKER)
+    atomic_write(dest / MARKER, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _not_ours(dest: Path, kind: str, legacy: Callable[[Path], bool] | None) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tomlkit.items import Table
 
 from .. import hints
 from ..errors import RefusedError, SeamError
-from ..fsutil import current_umask
+from ..fsutil import atomic_write
 from ..layout import lock_of
 from ..lock import locked
 from .pins import CpuVenv
@@ -35,7 +34,7 @@ def read(path: Path) -> tomlkit.TOMLDocument:
 
 
 def _temporary(path: Path, name: str) -> bool:
-    """``name`` is one of ``write``'s temporary files for ``path`` (``mkstemp``'s 8 characters)."""
+    """``name`` is one of ``atomic_write``'s temporary files for ``path`` (``mkstemp``'s 8 characters)."""
     return re.fullmatch(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp", name) is not None
 
 
@@ -63,18 +62,7 @@ def write(path: Path, doc: tomlkit.TOMLDocument) -> None:
     for entry in path.parent.iterdir():
         if _temporary(path, entry.name) and entry.is_file() and not entry.is_symlink():
             entry.unlink()
-    text = tomlkit.dumps(doc)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~current_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, tomlkit.dumps(doc))
 
 
 def inline_table(values: dict) -> tomlkit.items.InlineTable:
