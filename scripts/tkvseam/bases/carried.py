@@ -23,7 +23,6 @@ from ..queue.footprint import PACKAGE_PREFIX, overlay_paths
 from ..queue.patch import Patch
 from ..queue.series import read_series
 
-PORT_VERDICTS = "PORT.md"  # beside a ported queue's patches: every patch's port status
 # How the seamtest lanes tell tests/differential and tests/plugin the base's planner module (they
 # run in the vLLM venv, where tkvseam's own dependencies are not installed).
 PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
@@ -157,7 +156,7 @@ def skipped(root: Path, base: Base) -> set[str]:
     A row names the patch (``0003-foo.patch`` or ``0003 foo``) in its first cell and the port
     status in its second; the slug is the name without its number and ``.patch``.
     """
-    path = root / base.queue.patches / PORT_VERDICTS
+    path = root / base.queue.port_md
     if not path.is_file():
         return set()
     out = set()

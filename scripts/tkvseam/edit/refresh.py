@@ -28,9 +28,6 @@ from ..queue.series import Queue, Series, read_series, write_series
 from ..tree.state import AppliedPatch, Kind, TreeState
 
 
-VERDICTS = "PORT.md"  # a port's verdict table, beside the new queue's patches
-
-
 class ExportStatus(StrEnum):
     """What writing a queue did to one patch file."""
 
@@ -93,7 +90,7 @@ def edited_since_apply(state: TreeState, series: Series) -> list[str]:
 def queue_snapshot(root: Path, queue: Queue) -> dict[str, bytes]:
     """The files of a queue a writer may replace (its series, its ``*.patch``, its PORT.md):
     project-relative path -> bytes."""
-    files = [root / queue.series, root / queue.patches / VERDICTS]
+    files = [root / queue.series, root / queue.port_md]
     patches = root / queue.patches
     if patches.is_dir():
         files += sorted(patches.glob("*.patch"))

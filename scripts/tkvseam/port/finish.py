@@ -21,7 +21,6 @@ from ..errors import EXIT_LINT, RefusedError
 from ..progress import Progress
 from ..tree.seamtree import SeamTree
 from ..edit.refresh import (
-    VERDICTS,
     Exported,
     ExportStatus,
     changed_files,
@@ -141,7 +140,7 @@ def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finishe
         again=session.command("finish", FORCE="1"),
         verb="port finish",
     )
-    atomic_write(session.root / queue.patches / VERDICTS, port_md(p.from_base, state.base, p))
+    atomic_write(session.root / queue.port_md, port_md(p.from_base, state.base, p))
     replaced = changed_files(session.seam.read_kept(backup), session.root) if backup else {}
     if backup and not replaced:
         shutil.rmtree(backup)  # nothing it held was replaced: the backup is not needed

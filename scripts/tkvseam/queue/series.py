@@ -18,6 +18,7 @@ from .patch import Patch, parse_file
 
 SERIES = "series"
 PATCHES = "patches"
+PORT_MD = "PORT.md"  # beside a ported queue's patches: each patch's port status, verdict and reason
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,11 @@ class Queue:
 
     series: str = SERIES
     patches: str = PATCHES
+
+    @property
+    def port_md(self) -> str:
+        """The verdict table a port wrote beside the patches (``PORT_MD``)."""
+        return f"{self.patches}/{PORT_MD}"
 
     @classmethod
     def for_base(cls, name: str) -> Queue:

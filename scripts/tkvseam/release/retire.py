@@ -35,14 +35,13 @@ from .. import git, hints, layout
 from ..answer import Answer
 from ..bases import file as basesfile
 from ..bases.pins import Base, load_bases
-from ..bases.carried import PORT_VERDICTS
 from ..errors import RefusedError, SeamError, UsageError
 from ..fsutil import lexists
 from ..tree.kept import keep
 from ..lock import locked
 from ..outputs import symlink_on_the_way
 from ..progress import QUIET, Progress
-from ..queue.series import DEFAULT_QUEUE, Queue, parse_series_text
+from ..queue.series import DEFAULT_QUEUE, PORT_MD, Queue, parse_series_text
 from ..tree.seamtree import SeamTree
 from ..tree.state import STATE, Kind, TreeState
 
@@ -168,8 +167,8 @@ def _queue_files(root: Path, queue: Queue) -> tuple[list[Path], list[Path]]:
     own = []
     if series.is_file():
         own += [directory / n for n in parse_series_text(series.read_text()) if (directory / n).is_file()]
-    if (directory / PORT_VERDICTS).is_file():
-        own.append(directory / PORT_VERDICTS)
+    if (directory / PORT_MD).is_file():
+        own.append(directory / PORT_MD)
     own = [p for p in dict.fromkeys(own) if p != series]  # a series listing itself goes once, last
     if series.is_file():
         own.append(series)
