@@ -185,7 +185,7 @@ def bench_apply(base, tree: Path, skip_cold: bool) -> dict:
     out["warm_seconds"] = r.seconds
     r = apply_series(ROOT, base, tree, default_cache_dir())
     out["noop_seconds"], out["noop_up_to_date"] = r.seconds, r.up_to_date
-    out["patches"] = len(r.patches)
+    out["patches"] = len(r.state.patches)
     out["git_clone_reference_bytes"] = GIT_CLONE_BYTES
     if "cold_fetched_bytes" in out:
         out["clone_over_sdist_bytes"] = GIT_CLONE_BYTES / out["cold_fetched_bytes"]

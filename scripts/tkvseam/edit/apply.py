@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import git, hints
-from ..answer import Answer
+from ..answer import Answer, plain
 from ..bases.pins import Base
 from ..bases.repo import base_repo
 from ..tree.commits import CorruptObject, commit_series
@@ -35,69 +35,45 @@ from ..tree.state import AppliedPatch, Kind, TreeState
 from ..tree.work import UserWork
 from .export import export_texts
 
-__all__ = ["AppliedPatch", "ApplyResult", "BASE_TAG", "BRANCH", "apply_series", "inputs_digest"]
-
 
 @dataclass
 class ApplyResult(Answer):
+    """What ``apply`` made, or found up to date: the tree's state as recorded, and how the run went."""
+
     tree: str
-    base: str
-    source: str
-    base_commit: str
-    upstream_commit: str
-    head: str
-    digest: str
+    state: TreeState
     up_to_date: bool = False
     fetched_bytes: int = 0
     seconds: float = 0.0
-    patches: list[AppliedPatch] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # refs keeping what --force dropped
-    inputs: dict[str, str] = field(default_factory=dict)
-    clone_refs: dict[str, str] = field(default_factory=dict)
     upstream_commit_prefix: str = ""  # the pin's longest prefix of the upstream commit
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data.pop("inputs")
-        data.pop("clone_refs")
-        return data
+        s = self.state
+        return {
+            "tree": self.tree,
+            "base": s.base,
+            "source": s.source,
+            "base_commit": s.base_commit,
+            "upstream_commit": s.upstream_commit,
+            "head": s.head,
+            "digest": s.digest,
+            "up_to_date": self.up_to_date,
+            "fetched_bytes": self.fetched_bytes,
+            "seconds": self.seconds,
+            "patches": plain(s.patches),
+            "dropped": self.dropped,
+            "upstream_commit_prefix": self.upstream_commit_prefix,
+        }
 
     def lines(self) -> list[str]:
-        state = "up to date" if self.up_to_date else "applied"
+        s = self.state
+        done = "up to date" if self.up_to_date else "applied"
         return [
-            f"{self.tree}: {state}: {len(self.patches)} patches on {self.base} (upstream vLLM commit "
-            f"{self.upstream_commit_prefix}; local base commit {self.base_commit[:12]}), HEAD {self.head[:12]} "
+            f"{self.tree}: {done}: {len(s.patches)} patches on {s.base} (upstream vLLM commit "
+            f"{self.upstream_commit_prefix}; local base commit {s.base_commit[:12]}), HEAD {s.head[:12]} "
             f"({self.seconds:.1f} s)"
         ]
-
-    def state(self) -> TreeState:
-        return TreeState(
-            kind=Kind.APPLY,
-            base=self.base,
-            source=self.source,
-            base_commit=self.base_commit,
-            upstream_commit=self.upstream_commit,
-            head=self.head,
-            digest=self.digest,
-            patches=self.patches,
-            inputs=self.inputs,
-            clone_refs=self.clone_refs,
-        )
-
-    @classmethod
-    def from_state(cls, tree: Path, state: TreeState) -> ApplyResult:
-        return cls(
-            str(tree),
-            state.base,
-            state.source,
-            state.base_commit,
-            state.upstream_commit,
-            state.head,
-            state.digest,
-            patches=state.patches,
-            inputs=state.inputs,
-            clone_refs=state.clone_refs,
-        )
 
 
 def inputs_digest(base: Base, source: str, series: Series) -> str:
@@ -183,29 +159,32 @@ def apply_series(
         )
         if state and state.digest == digest and not force:
             progress.step(f"{tree} is up to date ({len(patches)} patches on {base.name})")
-            result = ApplyResult.from_state(tree, state)
-            result.up_to_date = True
-            result.upstream_commit_prefix = base.commit_prefix
-            result.seconds = time.monotonic() - started
-            return result
+            seconds = time.monotonic() - started
+            return ApplyResult(
+                str(tree), state, True, seconds=seconds, upstream_commit_prefix=base.commit_prefix
+            )
         if state and not dropped and state.inputs and state.inputs != series.file_digests():
             dropped += keep_superseded(root, seam, state, base, progress)
         repo, fetched = base_repo(base, cache, git_url, index_url, progress)
 
         def result_for(applied: list[AppliedPatch], cloned: dict[str, str]) -> ApplyResult:
-            return ApplyResult(
-                tree=str(tree),
+            made = TreeState(
+                kind=Kind.APPLY,
                 base=base.name,
                 source=source,
                 base_commit=repo.commit,
                 upstream_commit=repo.upstream_commit,
                 head=applied[-1].commit if applied else repo.commit,
                 digest=digest,
-                fetched_bytes=fetched,
                 patches=applied,
-                dropped=dropped,
                 inputs=series.file_digests(),
                 clone_refs=cloned,
+            )
+            return ApplyResult(
+                str(tree),
+                made,
+                fetched_bytes=fetched,
+                dropped=dropped,
                 upstream_commit_prefix=base.commit_prefix,
             )
 
@@ -213,8 +192,8 @@ def apply_series(
             # Same base, clean tree: build the commits in its object store, then move the
             # tree to them; a failing patch leaves it exactly as it was.
             result = result_for(commit_series(tree, repo.commit, patches, progress), state.clone_refs)
-            progress.step(f"switch {tree} to {result.head[:12]}")
-            seam.switch_in_place(result.state(), force, progress)
+            progress.step(f"switch {tree} to {result.state.head[:12]}")
+            seam.switch_in_place(result.state, force, progress)
         else:
             # No tree (or a dirty one under --force, or another base): rebuilt aside, swapped in.
             built: list[ApplyResult] = []
@@ -229,7 +208,7 @@ def apply_series(
                         "command again",
                     ) from e
                 built.append(result_for(applied, cloned))
-                return new, built[0].state()
+                return new, built[0].state
 
             _, ref = seam.rebuild(state, build, force, force_hint, rerun, progress)
             result = built[0]
