@@ -16,7 +16,7 @@ from typing import Protocol
 
 from unidiff import PatchSet
 
-from ..queue.patch import FileChange, Patch, _diagnose, hunk_start
+from ..queue.patch import ChangeKind, FileChange, Patch, PlacementKind, _diagnose, hunk_start
 from .model import (
     APPLIED,
     FILE_APPLIED,
@@ -82,7 +82,7 @@ def retry_moved(fc: FileChange, rows: list[HunkReport], dests: list[tuple[str, l
     """A failing hunk of a file that still exists: is its context in a file its content went to?"""
     found = [(d, lines) for d, lines in dests if lines is not None]
     for row, hunk in zip(rows, fc.pfile):
-        if row.kind != "fails":
+        if row.kind != PlacementKind.FAILS:
             continue
         for dest, lines in found:
             pl = _diagnose(lines, hunk, start=0)
@@ -154,7 +154,7 @@ def obsolete_evidence(tree: BaseView, patch: Patch, sections: list[str]) -> tupl
     evidence: list[Evidence] = []
     marks: dict[tuple[str, int], bool] = {}
     code = [fc for fc in patch.files if not is_test_file(fc.path) and fc.path.endswith(".py")]
-    modified = [s for fc, s in zip(patch.files, sections) if fc.kind == "modify"]
+    modified = [s for fc, s in zip(patch.files, sections) if fc.kind == ChangeKind.MODIFY]
     if modified and all(tree.reverse_applies(s) for s in modified):
         evidence.append(
             Evidence(EvidenceKind.REVERSE_APPLIES, "reverse-applies: every hunk is already in the new base")
@@ -277,7 +277,7 @@ def draft_verdict(r: PatchReport, reason: str) -> None:
     else:
         r.verdict = "conflicting → re-express"
         r.reason = "conflicts in " + ", ".join(
-            r.conflicts or [f.path for f in r.files if f.status != "exact"]
+            r.conflicts or [f.path for f in r.files if f.status != FileStatus.EXACT]
         )
 
 

@@ -29,6 +29,7 @@ from ..lock import locked, venv_locked
 from ..outputs import replace_output_dir, seal_output_dir
 from ..progress import QUIET, Progress
 from ..queue.footprint import PACKAGE_PREFIX
+from ..queue.patch import ChangeKind
 from ..queue.series import read_series
 from ..tree.seamtree import SeamTree
 
@@ -168,7 +169,7 @@ def restore_paths(root: Path, base) -> list[str]:
             fc.old
             for p in patches
             for fc in p.files
-            if fc.kind == "modify" and fc.old.startswith(PACKAGE_PREFIX)
+            if fc.kind == ChangeKind.MODIFY and fc.old.startswith(PACKAGE_PREFIX)
         }
     )
 

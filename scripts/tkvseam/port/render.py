@@ -15,7 +15,8 @@ from .. import hints
 from ..answer import Answer
 from ..bases.pins import Base
 from ..tree.state import DoneStatus, PortProgress, TreeState
-from ..findings.model import APPLIED, REPORTED, HunkPlace, HunkReport, PatchReport, PatchStatus
+from ..findings.model import APPLIED, REPORTED, FileStatus, HunkPlace, HunkReport, PatchReport, PatchStatus
+from ..queue.patch import PlacementKind
 
 
 def cell(text: object) -> str:
@@ -120,8 +121,12 @@ def report_lines(reports: list[PatchReport]) -> list[str]:
             out.append(f"{'':21}remove when: {r.remove_when}")
         out += [f"{'':21}evidence: {e}" for e in r.obsolete]
         for f in r.files:
-            rows = [h for h in r.hunks if h.file in (f.path, f.moved_to) and (h.kind != "exact" or h.note)]
-            if f.status == "exact" and not rows:
+            rows = [
+                h
+                for h in r.hunks
+                if h.file in (f.path, f.moved_to) and (h.kind != PlacementKind.EXACT or h.note)
+            ]
+            if f.status == FileStatus.EXACT and not rows:
                 continue
             out.append(f"{'':21}{f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
             for h in rows:
@@ -205,11 +210,11 @@ def stop_message(to_name: str, r: PatchReport) -> str:
         lines.append(f"  blocked by {', '.join(r.blocked_by)}" + (f" ({r.note})" if r.note else ""))
     lines += [f"  likely obsolete: {e}" for e in r.obsolete]
     for f in r.files:
-        if f.status in ("exact", "3-way"):
+        if f.status in (FileStatus.EXACT, FileStatus.THREE_WAY):
             continue
         lines.append(f"  {f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
         for h in r.hunks:
-            if h.file in (f.path, f.moved_to) and h.kind != "exact":
+            if h.file in (f.path, f.moved_to) and h.kind != PlacementKind.EXACT:
                 note = f"; {h.note}" if h.note else ""
                 lines.append(f"    hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}{note}")
     return "\n".join(lines)

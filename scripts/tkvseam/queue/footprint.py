@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import SeamError
-from .patch import Patch
+from .patch import ChangeKind, Patch
 
 PACKAGE_PREFIX = "vllm/"
 
@@ -15,7 +15,7 @@ def overlay_paths(patches: list[Patch]) -> list[str]:
         for fc in patch.files:
             for p in (fc.old, fc.new):
                 if p and p.startswith(PACKAGE_PREFIX):
-                    if fc.kind != "modify":
+                    if fc.kind != ChangeKind.MODIFY:
                         raise SeamError(
                             f"{patch.name}: {p}: the overlay replaces existing files only "
                             f"({fc.kind} of a vllm/ file cannot be overlaid)"

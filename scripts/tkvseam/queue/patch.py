@@ -229,9 +229,9 @@ class Placement:
     def status(self) -> str:
         if self.kind in (PlacementKind.EXACT, PlacementKind.FAILS):
             return str(self.kind)
-        if self.kind == "eof":
+        if self.kind == PlacementKind.EOF:
             return f"end of file (now line {self.line})" + (f", fuzz {self.fuzz}" if self.fuzz else "")
-        if self.kind == "offset":
+        if self.kind == PlacementKind.OFFSET:
             return f"offset {self.delta:+d}"
         return f"fuzz {self.fuzz}" + (f", offset {self.delta:+d}" if self.delta else "")
 
@@ -245,23 +245,23 @@ class Placement:
                 f"  {' ' * len(str(lineno))}       found    "
                 + (repr(have) if have is not None else "end of file")
             )
-        if self.kind == "offset":
+        if self.kind == PlacementKind.OFFSET:
             out.append(
                 f"  the hunk's lines stand at line {self.line} (offset {self.delta:+d}): strict mode refuses offsets"
             )
-        elif self.kind == "eof":
+        elif self.kind == PlacementKind.EOF:
             out.append(
                 f"  the hunk appends at the end of the file, now line {self.line}: strict mode refuses it"
             )
-        elif self.kind == "fuzz":
+        elif self.kind == PlacementKind.FUZZ:
             where = f" at line {self.line} (offset {self.delta:+d})" if self.delta else ""
             out.append(f"  the hunk would need fuzz {self.fuzz}{where}: strict mode refuses fuzz")
-        elif self.kind == "fails" and self.mismatch is None:
+        elif self.kind == PlacementKind.FAILS and self.mismatch is None:
             out.append(
                 "  the hunk's lines are there, but the hunk ends the file (no context after it) "
                 "and the file goes on: patch and git apply refuse it too"
             )
-        elif self.kind == "fails":
+        elif self.kind == PlacementKind.FAILS:
             out.append("  the hunk's lines are not found in the file")
         return "\n".join(out)
 

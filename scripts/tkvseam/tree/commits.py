@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import git
 from ..errors import ApplyError, SeamError, VerifyError
-from ..queue.patch import Patch, replay_file
+from ..queue.patch import ChangeKind, Patch, replay_file
 from ..progress import Progress
 from .state import AppliedPatch
 
@@ -88,7 +88,7 @@ def commit_series(
                         repo, parent, patch, path, origin or str(repo)
                     )
                 new_text = replay_file(
-                    patch, fc, contents[path] if fc.kind != "add" else contents.get(fc.new)
+                    patch, fc, contents[path] if fc.kind != ChangeKind.ADD else contents.get(fc.new)
                 )
                 target = fc.new or fc.old
                 contents[target] = new_text

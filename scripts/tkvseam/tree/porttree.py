@@ -24,6 +24,7 @@ from ..bases.repo import BaseRepo
 from .commits import symlinked_path
 from ..errors import ApplyError
 from ..queue.patch import (
+    ChangeKind,
     FileChange,
     Patch,
     PlacementKind,
@@ -255,7 +256,7 @@ class PortTree:
             )
             return fr, [_failed(r) for r in place_hunks([], fc)]
         lines = self.lines(target)
-        if fc.kind == "add":
+        if fc.kind == ChangeKind.ADD:
             rows = place_hunks([], fc)
             if lines is not None:
                 fr.status, fr.note = FileStatus.FAILS, "the patch creates it, but the new base has it"
@@ -281,7 +282,7 @@ class PortTree:
     def _by_offset(self, fc: FileChange, lines: list[str] | None, rows: list[HunkReport]) -> bool:
         """Where the 3-way merge did not go: every hunk placed with its whole context (quilt's
         default: offset, no fuzz), written and staged. False when a hunk needs fuzz or fails."""
-        if not (self.auto.offset and lines is not None and fc.kind == "modify" and fc.old == fc.new):
+        if not (self.auto.offset and lines is not None and fc.kind == ChangeKind.MODIFY and fc.old == fc.new):
             return False
         if not rows or any(r.kind not in FULL_CONTEXT or r.fuzz or r.line is None for r in rows):
             return False
@@ -373,10 +374,13 @@ def try_patch(
     decide(report, patch, by_slug, failed_tests)
     for fc, h_rows in by_file(patch, report.hunks):
         status = next(f.status for f in report.files if f.path == fc.path)
-        if status in (FileStatus.EXACT, FileStatus.THREE_WAY, FileStatus.REPLAYED) or fc.kind != "modify":
+        if (
+            status in (FileStatus.EXACT, FileStatus.THREE_WAY, FileStatus.REPLAYED)
+            or fc.kind != ChangeKind.MODIFY
+        ):
             continue
         for row, hunk in zip(h_rows, fc.pfile):
-            if row.kind == "exact":
+            if row.kind == PlacementKind.EXACT:
                 continue
             moved = next((f.moved_to for f in report.files if f.path == fc.path and f.moved_to), None)
             if moved is None and row.note_kind in (HunkNote.MOVED_TO, HunkNote.NOT_IN_MOVED):
