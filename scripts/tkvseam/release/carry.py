@@ -21,6 +21,7 @@ Nothing else is edited by hand: ``make test`` takes the new base from ``bases.to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from packaging.version import Version
@@ -48,10 +49,32 @@ WHY = "'<why>'"
 FROM = "nothing to carry it from"  # the placeholder of a reason, quoted: it runs as written once filled in
 
 
+class StepName(StrEnum):
+    PIN = "pin"
+    SEAM_TABLE = "seam-table"
+    LOCK = "lock"
+    PROVE = "prove"
+    PORT = "port"
+
+
+class StepStatus(StrEnum):
+    ADDED = "added"  # pin: the entry was written (PinStatus)
+    UNCHANGED = "unchanged"  # pin: another run pinned the same values meanwhile (PinStatus)
+    PINNED = "pinned"  # pin: it was in the bases file already
+    WRITTEN = "written"  # seam-table, lock; port: the queue is written but has problems
+    KEPT = "kept"  # seam-table, lock: there already, kept as it is
+    ON = "on"  # prove: each patch's own tests run
+    OFF = "off"  # prove: the gate alone (the test venv could not be built)
+    STARTED = "started"
+    CONTINUED = "continued"
+    FINISHED = "finished"
+    CARRIED = "carried"
+
+
 @dataclass
 class Step:
-    step: str  # pin, seam-table, lock, port
-    status: str  # added, pinned, written, kept, started, continued, finished, carried
+    step: StepName
+    status: StepStatus
     detail: str = ""
 
     def line(self) -> str:
@@ -160,16 +183,26 @@ def carry(
         pinned = pin(bases_file, str(wanted), cache, opts.index_url, progress=progress, root=root)
         bases = load_bases(bases_file, root)
         base = bases[pinned.name]
-        steps.append(Step("pin", pinned.status, f"commit {pinned.commit_prefix}, {base.sdist.filename}"))
+        steps.append(
+            Step(
+                StepName.PIN,
+                StepStatus(pinned.status),
+                f"commit {pinned.commit_prefix}, {base.sdist.filename}",
+            )
+        )
     else:
-        steps.append(Step("pin", "pinned", f"{base.name} is in {bases_file.name} already"))
+        steps.append(Step(StepName.PIN, StepStatus.PINNED, f"{base.name} is in {bases_file.name} already"))
     session = PortSession(root, base, None, cache, progress, bases_file)
     if _queue_exists(root, base) and not session.in_progress():
         _refuse_another_plugin(base, opts, bases_file)
         problems = queue_problems(root, base, cache, progress)  # said again on every run until fixed
         checked = "; lint + style gate of the queue as written (applied to the pristine base)"
         steps.append(
-            Step("port", "carried" if not problems else "written", f"{base.queue.series} exists{checked}")
+            Step(
+                StepName.PORT,
+                StepStatus.CARRIED if not problems else StepStatus.WRITTEN,
+                f"{base.queue.series} exists{checked}",
+            )
         )
         return CarryResult(
             base.name, "", not problems, steps, problems=problems, by_themselves=session.by_themselves()
@@ -198,10 +231,10 @@ def carry(
     try:
         if session.in_progress():
             done = session.continue_(opts.verdict, opts.reason)
-            result.steps.append(Step("port", "continued", f"from {source.name}"))
+            result.steps.append(Step(StepName.PORT, StepStatus.CONTINUED, f"from {source.name}"))
         else:
             done = session.start(source)
-            result.steps.append(Step("port", "started", f"from {source.name}'s queue"))
+            result.steps.append(Step(StepName.PORT, StepStatus.STARTED, f"from {source.name}'s queue"))
     except PortStopped as e:
         raise _restop(e, session, base, result.steps) from e
     except SeamError as e:  # a refusal of the port's verb (still unmerged, a message lost a field)
@@ -214,7 +247,9 @@ def carry(
     result.by_themselves = done.by_themselves
     result.backup = str(done.backup) if done.backup else None
     result.steps.append(
-        Step("port", "finished", f"{len(done.exported)} patch file(s) in {base.queue.patches}/")
+        Step(
+            StepName.PORT, StepStatus.FINISHED, f"{len(done.exported)} patch file(s) in {base.queue.patches}/"
+        )
     )
     return result
 
@@ -223,7 +258,7 @@ def _restop(e: PortStopped, session: PortSession, base: Base, steps: list[Step])
     """The port's stop, with the next command of a carry (``make carry`` again continues it), and
     why the patches' tests did not run, when they did not."""
     message = e.message + "".join(
-        f"\n  ({s.line()})" for s in steps if s.step == "prove" and s.status == "off"
+        f"\n  ({s.line()})" for s in steps if s.step == StepName.PROVE and s.status == StepStatus.OFF
     )
     if isinstance(e, ChangedBreaks):  # its hint (amend the commit, run again) holds for carry too
         return ChangedBreaks(message, e.hint, e.patch, e.problems)
@@ -257,8 +292,8 @@ def _prover(root: Path, bases: dict[str, Base], base: Base, opts: Options, progr
     python = root / base.test_venv / "bin" / "python"
     if python.exists() and not built_by_tool(root / base.test_venv):
         return Prover(python), Step(
-            "prove",
-            "on",
+            StepName.PROVE,
+            StepStatus.ON,
             f"each patch's Tests:/Guard:s with {base.test_venv} (not built by tkv-seam: used as it is)",
         )
     progress.step(f"carry {base.name}: test venv {base.test_venv} (`{make}`, from {base.cpu_lock})")
@@ -274,11 +309,15 @@ def _prover(root: Path, bases: dict[str, Base], base: Base, opts: Options, progr
         )
     except SeamError as e:
         why = f"`{make}` failed: {e.message.splitlines()[0]}"
-        return None, Step("prove", "off", f"{why}; the patches' own tests are not run, the gate is")
+        return None, Step(
+            StepName.PROVE, StepStatus.OFF, f"{why}; the patches' own tests are not run, the gate is"
+        )
     if venv.canary != "ok":
         raise environment_stop(base, venv.canary)
     return Prover(python), Step(
-        "prove", "on", f"each patch's Tests:/Guard:s with {base.test_venv} (canary: stock vLLM starts)"
+        StepName.PROVE,
+        StepStatus.ON,
+        f"each patch's Tests:/Guard:s with {base.test_venv} (canary: stock vLLM starts)",
     )
 
 
@@ -316,20 +355,30 @@ def _stop_hint(session: PortSession, base: Base) -> str:
 def _seam_table(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
     _refuse_another_plugin(base, opts, bases_file)
     if seamtable.has_table(base.seam):
-        return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
+        return Step(
+            StepName.SEAM_TABLE, StepStatus.KEPT, f"[{base.name!r}.seam] is in {bases_file.name} already"
+        )
     table = seamtable.derive(root, bases, base, cache, source.name, opts.plugin, progress=progress)
     seamtable.write(bases_file, table)
-    if table.status == "unchanged":  # another run wrote the same table meanwhile
-        return Step("seam-table", "kept", f"[{base.name!r}.seam] is in {bases_file.name} already")
-    moved = [t.line() for t in table.tests if t.status != "kept"]
+    if table.status == seamtable.TableStatus.UNCHANGED:  # another run wrote the same table meanwhile
+        return Step(
+            StepName.SEAM_TABLE, StepStatus.KEPT, f"[{base.name!r}.seam] is in {bases_file.name} already"
+        )
+    moved = [t.line() for t in table.tests if t.status != seamtable.TestFileStatus.KEPT]
     return Step(
-        "seam-table", "written", f"from {source.name}'s; ruff {table.ruff}" + "".join(f"; {m}" for m in moved)
+        StepName.SEAM_TABLE,
+        StepStatus.WRITTEN,
+        f"from {source.name}'s; ruff {table.ruff}" + "".join(f"; {m}" for m in moved),
     )
 
 
 def _lock(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
     if (root / base.cpu_lock).is_file():
-        return Step("lock", "kept", f"{base.cpu_lock} exists (make lock-cpu BASE={base.name} remakes it)")
+        return Step(
+            StepName.LOCK,
+            StepStatus.KEPT,
+            f"{base.cpu_lock} exists (make lock-cpu BASE={base.name} remakes it)",
+        )
     done = lock_cpu(
         root,
         base,
@@ -342,4 +391,6 @@ def _lock(root, bases_file, bases, base, source, cache, opts, progress) -> Step:
         progress=progress,
         bases=bases,
     )
-    return Step("lock", "written", f"{done.path}: {len(done.pins)} pins, torch {done.torch.version}")
+    return Step(
+        StepName.LOCK, StepStatus.WRITTEN, f"{done.path}: {len(done.pins)} pins, torch {done.torch.version}"
+    )
