@@ -63,7 +63,6 @@ def place_hunks(lines: list[str], fc: FileChange, path: str | None = None) -> li
                 i,
                 head,
                 (hunk.section_header or "").strip(),
-                pl.status,
                 pl.kind,
                 pl.line,
                 pl.delta,

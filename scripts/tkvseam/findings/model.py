@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
-from ..queue.patch import PlacementKind
+from ..queue.patch import PlacementKind, placement_text
 
 
 class PatchStatus(StrEnum):
@@ -120,7 +120,6 @@ class HunkReport:
     hunk: int
     header: str
     section: str  # the function/class line git puts after @@ (what the hunk is in)
-    status: str  # Placement.status: exact, offset +N, fuzz N, end of file (now line N), fails
     kind: PlacementKind = PlacementKind.EXACT
     line: int | None = None
     delta: int = 0
@@ -128,6 +127,11 @@ class HunkReport:
     note: str = ""  # rendered from note_kind when the report is made
     note_kind: HunkNote = HunkNote.NONE
     upstream: UpstreamRegion | None = None
+
+    @property
+    def status(self) -> str:
+        """Its placement as text (``patch.placement_text``): exact, offset +N, fuzz N, fails..."""
+        return placement_text(self.kind, self.line, self.delta, self.fuzz)
 
     @property
     def place(self) -> HunkPlace:
@@ -183,6 +187,7 @@ class PatchReport:
         data = asdict(self)
         data["obsolete"] = self.obsolete  # the evidence as sentences ("evidence" has the kinds)
         for row, hunk in zip(data["hunks"], self.hunks):
+            row["status"] = hunk.status  # the placement as text
             row["place"] = str(hunk.place)  # the word the summary counts it by
         return data
 

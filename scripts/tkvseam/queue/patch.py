@@ -227,13 +227,7 @@ class Placement:
 
     @property
     def status(self) -> str:
-        if self.kind in (PlacementKind.EXACT, PlacementKind.FAILS):
-            return str(self.kind)
-        if self.kind == PlacementKind.EOF:
-            return f"end of file (now line {self.line})" + (f", fuzz {self.fuzz}" if self.fuzz else "")
-        if self.kind == PlacementKind.OFFSET:
-            return f"offset {self.delta:+d}"
-        return f"fuzz {self.fuzz}" + (f", offset {self.delta:+d}" if self.delta else "")
+        return placement_text(self.kind, self.line, self.delta, self.fuzz)
 
     def explain(self) -> str:
         """The lines a strict-apply error shows under the hunk."""
@@ -264,6 +258,17 @@ class Placement:
         elif self.kind == PlacementKind.FAILS:
             out.append("  the hunk's lines are not found in the file")
         return "\n".join(out)
+
+
+def placement_text(kind: PlacementKind, line: int | None, delta: int, fuzz: int) -> str:
+    """A placement as a report says it: exact, offset +N, fuzz N, end of file (now line N), fails."""
+    if kind in (PlacementKind.EXACT, PlacementKind.FAILS):
+        return str(kind)
+    if kind == PlacementKind.EOF:
+        return f"end of file (now line {line})" + (f", fuzz {fuzz}" if fuzz else "")
+    if kind == PlacementKind.OFFSET:
+        return f"offset {delta:+d}"
+    return f"fuzz {fuzz}" + (f", offset {delta:+d}" if delta else "")
 
 
 def hunk_context(hunk) -> tuple[int, int]:

@@ -302,7 +302,6 @@ class PortTree:
                 i,
                 "",
                 (h.section_header or "").strip(),
-                "fails",
                 PlacementKind.FAILS,
                 note="file missing",
                 note_kind=HunkNote.FILE_MISSING,
@@ -340,7 +339,7 @@ def did_of(files: list[FileReport]) -> list[Did]:
 
 
 def _failed(row: HunkReport) -> HunkReport:
-    return replace(row, status="fails", kind=PlacementKind.FAILS)
+    return replace(row, kind=PlacementKind.FAILS)
 
 
 # --------------------------------------------------------------------------- one trial

@@ -129,7 +129,6 @@ def test_a_stop_keeps_the_typed_report_and_the_message_to_edit(journal):
                 1,
                 "@@ -1 +1 @@",
                 "def f():",
-                "fuzz 1",
                 PlacementKind.FUZZ,
                 line=3,
                 fuzz=1,

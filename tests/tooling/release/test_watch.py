@@ -169,7 +169,7 @@ def test_the_summary_counts_each_patch_once_by_its_status_and_each_hunk_by_its_p
 
     def patch(status, own=None, hunks=()):
         rows = [
-            HunkReport("f.py", i, "", "", "", kind, note_kind=note) for i, (kind, note) in enumerate(hunks, 1)
+            HunkReport("f.py", i, "", "", kind, note_kind=note) for i, (kind, note) in enumerate(hunks, 1)
         ]
         return PatchReport("p", status=status, own=own or status, hunks=rows)
 
