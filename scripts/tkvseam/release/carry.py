@@ -238,7 +238,7 @@ def carry(
     except PortStopped as e:
         raise _restop(e, session, base, result.steps) from e
     except SeamError as e:  # a refusal of the port's verb (still unmerged, a message lost a field)
-        cont = session.session.command("continue")  # its next step is the carry, which proves
+        cont = session.command("continue")  # its next step is the carry, which proves
         e.hint = e.hint.replace(cont, hints.make("carry", VERSION=base.version)) if e.hint else e.hint
         raise
     result.carried = not done.problems

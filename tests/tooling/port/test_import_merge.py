@@ -1,4 +1,4 @@
-"""The import-only merge (``port.imports``): what it takes by itself and what stays a conflict.
+"""The import-only merge (``tree.importmerge``): what it takes by itself and what stays a conflict.
 
 A conflict whose three sides are imports alone is merged as sets of one-name statements; a name
 two statements bind to different things is a real conflict (None: the port stops there).
@@ -6,7 +6,7 @@ two statements bind to different things is a real conflict (None: the port stops
 
 from __future__ import annotations
 
-from tkvseam.port.imports import Region, merge_region
+from tkvseam.tree.importmerge import Region, merge_region
 
 
 def test_both_sides_adding_imports_are_merged():
