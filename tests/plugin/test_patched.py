@@ -41,7 +41,7 @@ if not PLANNER_MODULE:
 
 # Bases whose worker takes a new elastic EP worker's receive (`prepare_new_worker`) for a weight
 # replacement (backend-lifecycle-hooks on v0.33.0, and the bases carried from its queue).
-ELASTIC_RECEIVE_IS_A_REPLACEMENT = BASE not in ("v0.31.0", "v0.32.0")
+ELASTIC_RECEIVE_IS_A_REPLACEMENT = BASE not in ("v0.32.0",)
 
 # Scripts that check independent things run each part through ``attempt`` so one
 # failing part still reports the others.
