@@ -22,7 +22,7 @@ import os
 import pytest
 
 from ..conftest import BASE  # the base under test (the runner passes the environment through)
-from ._helpers import TKV_BACKEND_PATH, part, run_vllm_script, run_vllm_scripts, write_tiny_model
+from ._helpers import TKV_BACKEND_PATH, part, run_vllm_scripts, write_tiny_model
 
 TKV_SPECS = "tkv.integrations.vllm.specs"
 TKV_FULL_SPEC = f"{TKV_SPECS}.TkvFullAttentionSpec"
@@ -38,10 +38,6 @@ PLANNER_ENV = "TKV_SEAM_PLANNER_MODULE"
 PLANNER_MODULE = os.environ.get(PLANNER_ENV, "")
 if not PLANNER_MODULE:
     pytest.fail(f"{PLANNER_ENV} is unset: run this through `make plugin BASE={BASE}`", pytrace=False)
-
-# Bases whose worker takes a new elastic EP worker's receive (`prepare_new_worker`) for a weight
-# replacement (backend-lifecycle-hooks on v0.33.0, and the bases carried from its queue).
-ELASTIC_RECEIVE_IS_A_REPLACEMENT = BASE not in ("v0.32.0",)
 
 # Scripts that check independent things run each part through ``attempt`` so one
 # failing part still reports the others.
@@ -393,6 +389,24 @@ def plan_hybrid(specs_by_name):
 
 
 hybrid = dict(window_first=plan_hybrid({**window, **mixed}), full_first=plan_hybrid({**mixed, **window}))
+# A Mamba/GDN hybrid (the kind of the plugin README's Qwen3.5-0.8B): linear-attention layers
+# beside the plugin's full-attention layers of mixed widths (its default TKV_PER_LAYER_SLOTS=1),
+# their state page larger than the attention pages and a multiple of none, so that upstream pads
+# every attention page to it (unify_kv_cache_spec_page_size) instead of scaling block sizes.
+from vllm.v1.kv_cache_interface import MambaSpec
+
+attention_pages = sorted({spec.page_size_bytes for spec in mixed.values()})
+mamba_page = 3 * attention_pages[-1] + 4
+mamba = {
+    f"model.layers.{len(names) + i}.linear_attn": MambaSpec(
+        block_size=block_size, shapes=((mamba_page // 4,),), dtypes=(torch.float32,)
+    )
+    for i in range(len(names))
+}
+hybrid["mamba"] = plan_hybrid({**mamba, **mixed})
+hybrid["mamba"]["pages"] = dict(attention=attention_pages, mamba=next(iter(mamba.values())).page_size_bytes)
+if "raised" not in hybrid["mamba"] and not fused_pages:
+    hybrid["mamba"]["views"] = layer_views(plan({**mamba, **mixed}, 256 << 20), names)
 # The first layer kept at the model's dtype (as --kv-cache-dtype-skip-layers keeps it), the
 # others of mixed widths: the plugin's merge fails on the stock spec, so the model takes
 # upstream's UniformTypeKVCacheSpecs path with the plugin's equal-comparing specs in it.
@@ -474,6 +488,97 @@ emit(
 )
 """
 
+
+# tkv-bypass beside a layer kept at the model's dtype (--kv-cache-dtype-skip-layers 0, or the
+# last layer): the plugin's bf16 spec has that stock layer's dtype and head fields but one slot
+# per token (num_heads 1). Planned with the stock layer first and last, each layer's cache as
+# the worker allocates it, and whether the plugin's own bypass view (`fused_views`, after the
+# impl's squeeze of a [B, 1, N, C] view) accepts each of its layers' caches.
+BYPASS_PLANNING = """
+import importlib
+import inspect
+import sys
+
+import torch
+
+from vllm.config import set_current_vllm_config
+from vllm.engine.arg_utils import EngineArgs
+from vllm.model_executor.layers.attention.attention import Attention
+from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+from vllm.v1.kv_cache_interface import FullAttentionSpec
+from vllm.v1.worker.utils import allocate_kv_cache
+
+planner = importlib.import_module(sys.argv[2])
+takes_groups = "global_kv_cache_groups" in inspect.signature(planner.get_kv_cache_configs).parameters
+config = EngineArgs(
+    model=sys.argv[1], skip_tokenizer_init=True, max_model_len=256, kv_cache_dtype="tkv-bypass"
+).create_engine_config()
+backend = config.attention_config.backend.get_class()
+model_config, parallel_config = config.model_config, config.parallel_config
+num_kv_heads, head_size = model_config.get_num_kv_heads(parallel_config), model_config.get_head_size()
+with set_current_vllm_config(config):
+    layers = {
+        f"model.layers.{i}.self_attn.attn": Attention(
+            model_config.get_num_attention_heads(parallel_config),
+            head_size,
+            head_size**-0.5,
+            num_kv_heads=num_kv_heads,
+            cache_config=config.cache_config,
+            prefix=f"model.layers.{i}.self_attn.attn",
+            attn_backend=backend,
+        )
+        for i in range(model_config.get_num_layers(parallel_config))
+    }
+    plugin_specs = {name: layer.get_kv_cache_spec(config) for name, layer in layers.items()}
+names = list(layers)
+spec = plugin_specs[names[0]]
+stock = FullAttentionSpec(
+    block_size=spec.block_size, num_kv_heads=spec.num_kv_heads, head_size=spec.head_size, dtype=spec.dtype
+)
+layout = resolve_kv_cache_layout(config, [[x.name for x in get_supported_kv_cache_layouts([backend])]], [spec])
+
+
+def plan(stock_name):
+    specs = {name: stock if name == stock_name else plugin_specs[name] for name in names}
+    args = (config, [specs], [64 << 20])
+    if takes_groups:
+        args += (planner.get_global_kv_cache_groups(config, [specs]),)
+    (kv,) = planner.get_kv_cache_configs(*args)
+    caches = allocate_kv_cache(kv, torch.device("cpu"), layout)
+    raw = next(iter(caches.values())).untyped_storage().data_ptr()
+    views = {}
+    for name, cache in caches.items():
+        first = cache.data_ptr() - raw
+        extent = sum((size - 1) * stride for size, stride in zip(cache.shape, cache.stride())) + 1
+        bypass_view = None
+        if name != stock_name:
+            view = cache.squeeze(1) if cache.dim() == 4 and cache.shape[1] == 1 else cache
+            try:
+                k_view, _ = layers[name].impl._bypass.fused_views(view)
+                bypass_view = list(k_view.shape)
+            except Exception as e:
+                bypass_view = f"{type(e).__name__}: {e}"
+        views[name] = dict(
+            shape=list(cache.shape), span=[first, first + extent * cache.element_size()], bypass_view=bypass_view
+        )
+    return dict(
+        stock=stock_name,
+        groups=[g.layer_names for g in kv.kv_cache_groups],
+        group_type=type(kv.kv_cache_groups[0].kv_cache_spec).__qualname__,
+        views=views,
+    )
+
+
+emit(
+    names=names,
+    num_kv_heads=num_kv_heads,
+    fields_equal=[getattr(spec, f) == getattr(stock, f) for f in ("dtype", "num_kv_heads", "head_size", "block_size")],
+    pages=[stock.page_size_bytes, spec.page_size_bytes],
+    stock_merge_takes_it=type(FullAttentionSpec.merge([stock, spec])).__qualname__,
+    stock_first=plan(names[0]),
+    stock_last=plan(names[-1]),
+)
+"""
 
 # turbo-attn's recent ring predicts the KV cache groups before vLLM forms them, with
 # `from vllm.v1.core.kv_cache_utils import get_kv_cache_groups` (tkv/integrations/vllm/
@@ -767,6 +872,32 @@ def test_hybrid_model_of_mixed_widths_plans_without_a_fused_spec(shared):
         assert sorted(name for layers, _ in groups for name in layers if name in names) == names, hybrid
 
 
+def test_mamba_hybrid_of_mixed_widths_is_refused_naming_the_remedy_or_planned_apart(shared):
+    """A Mamba/GDN hybrid of mixed widths with the plugin's default TKV_PER_LAYER_SLOTS=1, its
+    Mamba page larger than the attention pages and a multiple of none: upstream pads every
+    attention page to the Mamba page, so the plugin's layers of both widths (whose specs compare
+    equal) fall into one bucket, which its merge fuses into one composite beside the Mamba group.
+    Where the seam plans fused pages (v0.31.0, v0.32.0) the planner refuses that plan, naming the
+    remedy (an integer TKV_BITS, or TKV_PER_LAYER_SLOTS=0); where it plans per layer, no group is
+    fused and each of the plugin's layers is viewed at its own width."""
+    result = part(shared, "planning")
+    mamba, names = result["hybrid"]["mamba"], result["spec"]["names"]
+    pages = mamba["pages"]
+
+    assert len(pages["attention"]) == 2 and pages["mamba"] > pages["attention"][-1], mamba
+    assert all(pages["mamba"] % page for page in pages["attention"]), mamba
+    if result["fused"]["fused_pages"]:
+        assert mamba.get("raised") == "NotImplementedError", mamba
+        message = mamba["message"]
+        assert message.startswith("Fused KV cache pages need a single KV cache group"), message
+        assert f"2 KV cache groups of [{len(names)}, {len(names)}] layers" in message, message
+        assert "an integer TKV_BITS, or TKV_PER_LAYER_SLOTS=0" in message, message
+    else:
+        groups = mamba.get("groups")
+        assert groups and all(count == 1 for _, count in groups), mamba
+        _assert_own_views(mamba["views"], result["fused"]["own_widths"], names)
+
+
 @pytest.mark.parametrize("case", ["skipped_last", "draft"])
 def test_plugin_layers_before_a_layer_of_the_models_dtype_plan_apart(shared, case):
     """The plugin's mixed-width layers first, then a stock `FullAttentionSpec` of the model's
@@ -851,16 +982,14 @@ def test_elastic_scale_up_with_the_plugins_lazy_fold_is_refused(shared):
     fold of that module is a no-op: the latch), its weight received by a new elastic EP worker
     without the latch is folded again at that worker's first use, a doubly rotated o_proj (no
     error). The plugin's backend edits weights after load and implements no
-    on_weights_replaced, so where the seam treats the receive as a weight replacement
-    (backend-lifecycle-hooks) the scale-up is refused before anything is received."""
+    on_weights_replaced, so the seam (backend-lifecycle-hooks), which takes the receive for a
+    weight replacement, refuses the scale-up before anything is received."""
     result = part(shared, "elastic_fold")
 
     assert result["statuses"] == ["folded", "folded", "folded"], result
     assert result["fold_once"] == 0.0, result
     assert result["latched"] is False, result
     assert result["fold_twice"] > 0.05, result
-    if not ELASTIC_RECEIVE_IS_A_REPLACEMENT:
-        return
     assert result["received"] == [], result
     assert result["scale_up"] == [
         "RuntimeError",
@@ -872,8 +1001,19 @@ def test_elastic_scale_up_with_the_plugins_lazy_fold_is_refused(shared):
     ], result
 
 
-def test_tkv_bypass_serves_the_models_own_kv(tmp_path):
-    result = run_vllm_script(BYPASS, tmp_path)
+@pytest.fixture(scope="module")
+def bypass(tmp_path_factory):
+    """tkv-bypass marks bypass process-wide: its checks share a process of their own."""
+    tmp_path = tmp_path_factory.mktemp("bypass")
+    model = write_tiny_model(tmp_path / "model", num_hidden_layers=4)
+    return run_vllm_scripts(
+        [("bypass", BYPASS, []), ("bypass_planning", BYPASS_PLANNING, [str(model), PLANNER_MODULE])],
+        tmp_path,
+    )
+
+
+def test_tkv_bypass_serves_the_models_own_kv(bypass):
+    result = part(bypass, "bypass")
 
     assert result["marked_before"] is False, result
     assert result["impl_bypass"] is True, result
@@ -881,3 +1021,28 @@ def test_tkv_bypass_serves_the_models_own_kv(tmp_path):
     assert result["spec_type"] == TKV_FULL_SPEC, result
     assert result["spec_dtype"] == "torch.bfloat16", result
     assert result["page"] == result["dense_page"], result
+
+
+@pytest.mark.parametrize("order", ["stock_first", "stock_last"])
+def test_tkv_bypass_beside_a_layer_of_the_models_dtype_plans_each_layer_at_its_own_view(bypass, order):
+    """--kv-cache-dtype tkv-bypass with one layer kept at the model's dtype (first: skip-layers 0;
+    or last): the plugin's bf16 spec has that stock layer's dtype and head fields and its page,
+    so the stock merge takes it for its own, but its view is one slot per token. Whichever layer
+    comes first, the layers plan apart (one UniformTypeKVCacheSpecs group), each viewed with its
+    own spec, in bytes of its own, and the plugin's bypass view of each of its layers works."""
+    result = part(bypass, "bypass_planning")
+    planned, names, heads = result[order], result["names"], result["num_kv_heads"]
+
+    assert result["fields_equal"] == [True] * 4, result
+    assert result["pages"][0] == result["pages"][1], result
+    assert result["stock_merge_takes_it"] == "FullAttentionSpec", result
+    assert planned["groups"] == [names], planned
+    assert planned["group_type"] == "UniformTypeKVCacheSpecs", planned
+    for name, view in planned["views"].items():
+        if name == planned["stock"]:
+            assert view["shape"][1] == heads and view["bypass_view"] is None, (name, planned)
+        else:
+            assert view["shape"][1] == 1, (name, planned)
+            assert isinstance(view["bypass_view"], list), (name, planned)
+    spans = sorted(view["span"] for view in planned["views"].values())
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), planned
