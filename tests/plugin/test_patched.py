@@ -872,14 +872,15 @@ def test_hybrid_model_of_mixed_widths_plans_without_a_fused_spec(shared):
         assert sorted(name for layers, _ in groups for name in layers if name in names) == names, hybrid
 
 
-def test_mamba_hybrid_of_mixed_widths_is_refused_naming_the_remedy_or_planned_apart(shared):
+def test_mamba_hybrid_of_mixed_widths_is_refused_naming_the_remedy(shared):
     """A Mamba/GDN hybrid of mixed widths with the plugin's default TKV_PER_LAYER_SLOTS=1, its
     Mamba page larger than the attention pages and a multiple of none: upstream pads every
     attention page to the Mamba page, so the plugin's layers of both widths (whose specs compare
     equal) fall into one bucket, which its merge fuses into one composite beside the Mamba group.
     Where the seam plans fused pages (v0.31.0, v0.32.0) the planner refuses that plan, naming the
-    remedy (an integer TKV_BITS, or TKV_PER_LAYER_SLOTS=0); where it plans per layer, no group is
-    fused and each of the plugin's layers is viewed at its own width."""
+    remedy (an integer TKV_BITS, or TKV_PER_LAYER_SLOTS=0). Where it plans a page per layer
+    (v0.33.0) nothing is fused, and upstream's layout check refuses these mixed pages on the
+    layer-outer layout the plugin declares (LBNHC), suggesting a block-outermost one."""
     result = part(shared, "planning")
     mamba, names = result["hybrid"]["mamba"], result["spec"]["names"]
     pages = mamba["pages"]
@@ -893,9 +894,11 @@ def test_mamba_hybrid_of_mixed_widths_is_refused_naming_the_remedy_or_planned_ap
         assert f"2 KV cache groups of [{len(names)}, {len(names)}] layers" in message, message
         assert "an integer TKV_BITS, or TKV_PER_LAYER_SLOTS=0" in message, message
     else:
-        groups = mamba.get("groups")
-        assert groups and all(count == 1 for _, count in groups), mamba
-        _assert_own_views(mamba["views"], result["fused"]["own_widths"], names)
+        assert mamba.get("raised") == "ValueError", mamba
+        message = mamba["message"]
+        assert message.startswith("KV cache layout LBNHC cannot express this model's mixed page sizes"), (
+            message
+        )
 
 
 @pytest.mark.parametrize("case", ["skipped_last", "draft"])
