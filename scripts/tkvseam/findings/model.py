@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
 from ..queue.patch import PlacementKind, placement_text
+from .auto import Did
 
 
 class PatchStatus(StrEnum):
@@ -173,7 +174,7 @@ class PatchReport:
     reason: str = ""
     remove_when: str = ""  # the header's removal condition (Remove-when), if any
     problems: list[str] = field(default_factory=list)  # a breaks stop's: file:line rule message, test ids
-    did: list[dict] = field(default_factory=list)  # what the port did by itself (auto.Did.to_json)
+    did: list[Did] = field(default_factory=list)  # what the port did by itself
 
     @property
     def applied(self) -> bool:
@@ -219,6 +220,7 @@ class PatchReport:
                 ],
                 "hunks": hunks,
                 "evidence": [Evidence(EvidenceKind(e["kind"]), e["text"]) for e in data.get("evidence", [])],
+                "did": [d for d in (Did.from_json(x) for x in data.get("did", [])) if d is not None],
             }
         )
 

@@ -35,7 +35,7 @@ from ..fsutil import atomic_write
 from ..queue.series import Queue
 from ..tree.state import DoneStatus, PortProgress, TreeState
 from .ending import queue_problems
-from .gate import by_themselves_lines, patches_by_themselves
+from .gate import WentIn, by_themselves_lines, patches_by_themselves
 from .render import WHY, port_md, status_json
 
 
@@ -67,7 +67,7 @@ class Finished(Answer):
     exported: list[Exported]
     problems: list[str]
     backup: Path | None = None  # the queue files finish replaced, as they were
-    by_themselves: list[dict] = field(default_factory=list)  # went in without a human: re-read them
+    by_themselves: list[WentIn] = field(default_factory=list)  # went in without a human: re-read them
 
     def lines(self) -> list[str]:
         skipped = [d for d in self.state.port.done if d.status == DoneStatus.SKIPPED]
@@ -99,7 +99,7 @@ class Finished(Answer):
             "exported": [plain(e) for e in self.exported],
             "problems": self.problems,
             "backup": str(self.backup) if self.backup else None,
-            "by_themselves": self.by_themselves,
+            "by_themselves": [w.to_json() for w in self.by_themselves],
             "ok": not self.problems,
         }
 

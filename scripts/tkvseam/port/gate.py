@@ -23,6 +23,8 @@ a committed patch whose files changed after it was gated (an amend, a rebase, a 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
@@ -42,8 +44,99 @@ from ..findings.model import FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, port_command
 
 GATE_FILE = "tkv-seam-port-gate.json"  # in the port tree's .git: how each patch went in, what was checked
-BREAKS = str(PatchStatus.BREAKS)  # the stop kind of a patch that went in but fails the gate
 _WARNED: set[str] = set()  # port trees whose missing ruff pin was said (once a run)
+
+
+class How(StrEnum):
+    """How a patch went into the port tree."""
+
+    EXACT = "exact"
+    THREE_WAY = "3-way"
+    OFFSET = "offset"  # a hunk moved or needed fuzz, or every hunk placed with its full context
+    IMPORTS = "imports merged"  # its conflicts were imports only, merged by the port
+    REPLAYED = "replayed"  # a resolution recorded before was put back
+    RESOLVED = "resolved"  # a human resolved it
+
+
+class Gate(StrEnum):
+    """What the gate said of a patch."""
+
+    OK = "ok"
+    BREAKS = str(PatchStatus.BREAKS)  # it went in but fails the gate or its own tests (the stop's kind)
+    NOT_RUN = "not run"  # the record holds no entry for it (lost): said, never made up
+
+
+class Proof(StrEnum):
+    """Whether a patch's own tests passed at its prefix."""
+
+    PROVEN = "proven"
+    NOT_PROVEN = "not proven"
+    NO_TESTS = "no tests"  # it names none to run
+    ENVIRONMENT = "not proven (environment)"  # its tests fail on stock too
+
+    def to_json(self) -> bool | str:
+        """``true`` or ``false``, else why not: what the record and ``--json`` hold."""
+        return {Proof.PROVEN: True, Proof.NOT_PROVEN: False}.get(self, str(self))
+
+    @classmethod
+    def from_json(cls, value: object) -> Proof:
+        if value is True:
+            return cls.PROVEN
+        return cls(value) if isinstance(value, str) and value in cls._value2member_map_ else cls.NOT_PROVEN
+
+
+@dataclass
+class Entry:
+    """One patch's entry in the gate record: how it went in, what the gate and its tests said, what
+    the port did by itself on it, and the blob of each ``.py`` file gated (what ``regate`` compares)."""
+
+    how: How | None
+    gate: Gate = Gate.OK
+    proven: Proof = Proof.NOT_PROVEN
+    did: list[Did] = field(default_factory=list)
+    files: dict[str, str] | None = None
+
+    def to_json(self) -> dict:
+        data = {
+            "how": str(self.how or ""),
+            "gate": str(self.gate),
+            "proven": self.proven.to_json(),
+            "did": [d.to_json() for d in self.did],
+        }
+        return data if self.files is None else {**data, "files": self.files}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Entry:
+        """An entry as read (a value of the wrong kind reads as not said: the gate not run, no files)."""
+        how, gate, files = data.get("how"), data.get("gate"), data.get("files")
+        return cls(
+            How(how) if how in How._value2member_map_ else None,
+            Gate(gate) if gate in Gate._value2member_map_ else Gate.NOT_RUN,
+            Proof.from_json(data.get("proven")),
+            _did(data.get("did") if isinstance(data.get("did"), list) else []),
+            files if isinstance(files, dict) else None,
+        )
+
+
+@dataclass
+class WentIn:
+    """A patch to re-read at the end of a port: it went in without a human, or the port changed it
+    by itself (``did``: what it did, as lines)."""
+
+    name: str
+    how: How
+    gate: Gate
+    proven: Proof
+    did: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        row = {
+            "name": self.name,
+            "how": str(self.how),
+            "gate": str(self.gate),
+            "proven": self.proven.to_json(),
+        }
+        return {**row, "did": self.did} if self.did else row
 
 
 class PatchBreaks(PortStopped):
@@ -75,22 +168,22 @@ class Gated(Protocol):
         """Record ``state`` in the port tree."""
 
 
-def how_applied(r: PatchReport | None) -> str:
+def how_applied(r: PatchReport | None) -> How:
     """How a patch went in: exact, offset (a hunk moved or needed fuzz), 3-way, its conflicts
     resolved by the port (imports merged, a recorded resolution replayed); resolved (a human)."""
     if r is None:
-        return str(DoneStatus.RESOLVED)
+        return How.RESOLVED
     kinds = {f.status for f in r.files}
     for status, how in (
-        (FileStatus.REPLAYED, "replayed"),
-        (FileStatus.IMPORTS, "imports merged"),
-        (FileStatus.OFFSET, "offset"),
+        (FileStatus.REPLAYED, How.REPLAYED),
+        (FileStatus.IMPORTS, How.IMPORTS),
+        (FileStatus.OFFSET, How.OFFSET),
     ):
         if status in kinds:
             return how
     if r.own == PatchStatus.EXACT and any(h.kind != PlacementKind.EXACT for h in r.hunks):
-        return "offset"
-    return str(r.own)
+        return How.OFFSET
+    return How(str(r.own))
 
 
 def _py_paths(tree: Path, patch: Patch) -> list[str]:
@@ -173,14 +266,14 @@ def check_patch(
     p = state.port
     n = p.next + 1
     session.progress.step(f"gate [{n}/{len(p.series)}] {patch.name} ({how}): compile + style")
-    did = _did(r.did if r is not None else p.stopped.did if p.stopped is not None else [])
+    did = list(r.did if r is not None else p.stopped.did if p.stopped is not None else [])
     problems = staged_problems(session, patch)
     if problems and getattr(session, "auto", Auto()).fix:
         fixed = _fix(session, patch)
         if fixed:
             did += fixed
             problems = staged_problems(session, patch)
-    proven: bool | str = False
+    proven = Proof.NOT_PROVEN
     prover = getattr(session, "prove", None)
     if not problems and prover is not None:
         from .prove import prove_patch
@@ -189,14 +282,13 @@ def check_patch(
         if failing:
             problems = [f"test {f}" for f in failing]
         elif failing is not None:
-            proven = True
+            proven = Proof.PROVEN
         elif prover.off.startswith("environment"):
-            proven = "not proven (environment)"  # its tests fail on stock too: said once, as its own stop
+            proven = Proof.ENVIRONMENT  # its tests fail on stock too: said once, as its own stop
         elif not (patch.header.tests or patch.header.guards or message):
-            proven = "no tests"
-    entry = {"how": how, "gate": "ok", "proven": proven, "did": [d.to_json() for d in did]}
+            proven = Proof.NO_TESTS
     if not problems:
-        _record(session, patch.name, {**entry, "files": _gated_files(session.path, patch)})
+        _record(session, patch.name, Entry(how, Gate.OK, proven, did, _gated_files(session.path, patch)))
         return
     p.current = patch.name
     p.stopped = PatchReport(
@@ -207,13 +299,13 @@ def check_patch(
         own=r.own if r is not None else p.stopped.own if p.stopped is not None else PatchStatus.EXACT,
         note=f"went in {how}; fails on {session.to_base.name}",
         problems=problems,
-        did=entry["did"],
+        did=did,
     )
     msg = session.seam.git_dir / PORT_MSG
     if message is not None or not msg.exists():
         atomic_write(msg, message if message is not None else patch.header.message)
     session.save(state)
-    _record(session, patch.name, {**entry, "gate": BREAKS, "proven": False})
+    _record(session, patch.name, Entry(how, Gate.BREAKS, Proof.NOT_PROVEN, did))
     message_text = breaks_message(session.to_base.name, patch.name, how, problems, did)
     if prover is not None and prover.environment:  # said here, with the stop it came with
         message_text += (
@@ -228,11 +320,16 @@ def _did(rows: list) -> list[Did]:
 
 
 def breaks_message(
-    to_name: str, name: str, how: str, problems: list[str], did: list[Did] | None = None, what: str = ""
+    to_name: str,
+    name: str,
+    how: How | None,
+    problems: list[str],
+    did: list[Did] | None = None,
+    what: str = "",
 ) -> str:
     if not what:
         tests = all(p.startswith("test ") for p in problems)
-        if how == DoneStatus.RESOLVED:
+        if how == How.RESOLVED:
             what = "the staged resolution " + (
                 "passes the gate, but its own tests fail" if tests else "fails the gate"
             )
@@ -240,7 +337,7 @@ def breaks_message(
             what = f"it went in {how}, but " + ("its own tests fail" if tests else "fails the gate")
     return "\n".join(
         [
-            f"port to {to_name} stopped at {name}: {BREAKS} ({what} on {to_name}: {len(problems)} problem(s))",
+            f"port to {to_name} stopped at {name}: {Gate.BREAKS} ({what} on {to_name}: {len(problems)} problem(s))",
             *(f"  {p}" for p in problems),
             *did_lines(did or []),
         ]
@@ -266,7 +363,7 @@ def _path(tree: Path) -> Path:
     return tree / ".git" / GATE_FILE
 
 
-def read_record(tree: Path) -> dict[str, dict]:
+def read_record(tree: Path) -> dict[str, Entry]:
     """The gate record; what is not an object of objects (edited by hand, cut short) is none:
     a patch without an entry says ``gate not run``."""
     try:
@@ -275,31 +372,30 @@ def read_record(tree: Path) -> dict[str, dict]:
         return {}
     if not isinstance(record, dict):
         return {}
-    return {k: v for k, v in record.items() if isinstance(v, dict)}
+    return {k: Entry.from_json(v) for k, v in record.items() if isinstance(v, dict)}
 
 
-def _record(session: Gated, name: str, entry: dict) -> None:
+def _write(tree: Path, record: dict[str, Entry]) -> None:
+    data = {name: entry.to_json() for name, entry in record.items()}
+    atomic_write(_path(tree), json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def _record(session: Gated, name: str, entry: Entry) -> None:
     record = read_record(session.path)
     record[name] = entry
-    atomic_write(_path(session.path), json.dumps(record, indent=1, sort_keys=True) + "\n")
-
-
-def mark_proven(tree: Path, name: str, proven: bool | str) -> None:
-    record = read_record(tree)
-    record.setdefault(name, {"how": "", "gate": "ok"})["proven"] = proven
-    atomic_write(_path(tree), json.dumps(record, indent=1, sort_keys=True) + "\n")
+    _write(session.path, record)
 
 
 def regate(session: Gated, state: TreeState) -> None:
     """Gate again, at its own prefix, each committed patch whose ``.py`` files changed after it
     was gated (an amend, a rebase, a fixup in the port tree); stop (PatchBreaks) at the first
-    that fails, naming it. A patch gated by a tkv-seam that kept no ``files`` is taken as it is."""
+    that fails, naming it. A patch whose entry holds no ``files`` (lost) is taken as it is."""
     record = read_record(session.path)
     ruff = None
     for i, d in enumerate(state.port.done):
-        entry = record.get(d.name, {})
-        gated = entry.get("files")
-        if not d.commit or not isinstance(gated, dict):
+        entry = record.get(d.name)
+        gated = entry.files if entry is not None else None
+        if not d.commit or gated is None:
             continue
         paths = sorted(
             set(gated)
@@ -319,19 +415,15 @@ def regate(session: Gated, state: TreeState) -> None:
             for path, blob in sorted(now.items())
             for line in blob_problems(session, ruff, path, git.read_blob(session.path, blob))
         ]
-        record[d.name] = {
-            **entry,
-            "files": now,
-            "gate": BREAKS if problems else "ok",
-            "proven": False,  # what was proven is not what the commit holds now
-        }
-        atomic_write(_path(session.path), json.dumps(record, indent=1, sort_keys=True) + "\n")
+        entry.files, entry.gate = now, Gate.BREAKS if problems else Gate.OK
+        entry.proven = Proof.NOT_PROVEN  # what was proven is not what the commit holds now
+        _write(session.path, record)
         if problems:
             raise ChangedBreaks(
                 breaks_message(
                     session.to_base.name,
                     d.name,
-                    entry.get("how", ""),
+                    entry.how,
                     problems,
                     what=f"its commit {d.commit[:12]} was changed after it passed the gate, and fails it",
                 ),
@@ -360,40 +452,29 @@ def _amend_hint(session: Gated, slug: str, staged: bool) -> str:
     return f"{fix}, then run the same command again (it gates that commit again); `{status}` shows where the port stands"
 
 
-def patches_by_themselves(tree: Path, state: TreeState) -> list[dict]:
+def patches_by_themselves(tree: Path, state: TreeState) -> list[WentIn]:
     """The patches to re-read: those that went in without a human (exact, offset, 3-way, imports
-    merged, replayed), and those the port changed by itself (its fixers on a resolution).
-
-    Each: name, how, gate ("ok", or "not run" for a port a tkv-seam without the gate made),
-    proven; and ``did``, what the port did by itself on it, when it did anything.
-    """
+    merged, replayed), and those the port changed by itself (its fixers on a resolution)."""
     record = read_record(tree)
     out = []
     for d in state.port.done:
-        entry = record.get(d.name, {})
-        did = [x.line() for x in _did(entry.get("did") or [])]
+        entry = record.get(d.name) or Entry(None, Gate.NOT_RUN)
+        did = [x.line() for x in entry.did]
         if d.status not in (DoneStatus.EXACT, DoneStatus.THREE_WAY) and not did:
             continue
         if d.status == DoneStatus.SKIPPED:
             continue
-        row = {
-            "name": d.name,
-            "how": entry.get("how") or str(d.status),
-            "gate": entry.get("gate", "not run"),
-            "proven": entry.get("proven", False),
-        }
-        out.append({**row, "did": did} if did else row)
+        out.append(WentIn(d.name, entry.how or How(str(d.status)), entry.gate, entry.proven, did))
     return out
 
 
-def by_themselves_lines(rows: list[dict]) -> list[str]:
+def by_themselves_lines(rows: list[WentIn]) -> list[str]:
     if not rows:
         return ["no patch went in by itself: a human resolved or skipped each"]
     out = [f"{len(rows)} patch(es) went in by themselves or were changed by the port; re-read them:"]
-    if not any(row.get("did") for row in rows):
+    if not any(row.did for row in rows):
         out[0] = f"{len(rows)} patch(es) went in by themselves; re-read them:"
     for row in rows:
-        proven = {True: "proven", False: "not proven"}.get(row["proven"], str(row["proven"]))
-        out.append(f"  {row['name']}  ({row['how']}; gate {row['gate']}; {proven})")
-        out += [f"      {line}" for line in row.get("did", [])]
+        out.append(f"  {row.name}  ({row.how}; gate {row.gate}; {row.proven})")
+        out += [f"      {line}" for line in row.did]
     return out

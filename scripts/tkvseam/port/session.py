@@ -40,7 +40,7 @@ from ..tree.state import STATE, DoneStatus, Kind, PortProgress, TreeState
 from ..findings.auto import Auto, Did, did_lines
 from .finish import Finished, finish_queue
 from .fixers import Isort
-from .gate import check_patch, patches_by_themselves, read_record, regate
+from .gate import WentIn, check_patch, patches_by_themselves, read_record, regate
 from .environment import ENV_FILE, ENVIRONMENT, EnvironmentStop, anew
 from .journal import PORT_MSG, PortJournal
 from ..findings.model import APPLIED, FileStatus, PatchReport, PatchStatus
@@ -132,7 +132,7 @@ class PortSession:
         state = self.seam.load()
         return state.port.from_base if state is not None and state.port_in_progress else None
 
-    def by_themselves(self) -> list[dict]:
+    def by_themselves(self) -> list[WentIn]:
         """The patches of the port that went in without a human ([] when there is no port tree)."""
         state = self.seam.load()
         return patches_by_themselves(self.path, state) if state is not None and state.port else []
@@ -399,7 +399,7 @@ class PortSession:
                 patch = self.journal.patch(p, p.next)
                 self.progress.step(f"port [{p.next + 1}/{len(p.series)}] {patch.name}")
                 r = try_patch(self.tree, patch, moves, by_slug, {})
-                did = [Did(**d) for d in r.did]
+                did = r.did
                 for d in did:
                     self.progress.step(f"{patch.name}: {d.line()}")
                 if r.own in APPLIED and r.status != PatchStatus.OBSOLETE:
@@ -441,7 +441,7 @@ class PortSession:
                 "Reason given then",
             )
             self.progress.step(f"{patch.name}: {did.line()}")
-            r.did.append(did.to_json())
+            r.did.append(did)
         check_patch(self, state, patch, r, message if replayed else None)  # stops (breaks) when it fails
         self.journal.begin(state, patch, status, r.note)
         # the patch's own files only: a linter's cache or a user's file left in the tree stays out
@@ -472,8 +472,8 @@ class PortSession:
 
     def _did_on(self, name: str) -> list[str]:
         """What the gate record says the port did by itself on ``name``."""
-        did = (Did.from_json(x) for x in read_record(self.path).get(name, {}).get("did") or [])
-        return [d.line() for d in did if d is not None]
+        entry = read_record(self.path).get(name)
+        return [d.line() for d in entry.did] if entry is not None else []
 
     def _finish(self, state: TreeState, force: bool) -> Finished:
         p = state.port

@@ -35,7 +35,7 @@ from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
 from ..findings.auto import Auto
 from ..port.ending import queue_problems
 from ..port.environment import EnvironmentStop
-from ..port.gate import ChangedBreaks, PatchBreaks, breaks_hint, by_themselves_lines
+from ..port.gate import ChangedBreaks, PatchBreaks, WentIn, breaks_hint, by_themselves_lines
 from ..port.prove import Prover
 from ..port.session import PortSession
 from ..progress import QUIET, Progress
@@ -92,9 +92,7 @@ class CarryResult(Answer):
     exported: list[Exported] = field(default_factory=list)  # the new queue's files
     problems: list[str] = field(default_factory=list)  # lint and style gate of the new queue
     backup: str | None = None  # where the port's finish kept queue files it replaced
-    by_themselves: list[dict] = field(
-        default_factory=list
-    )  # went in without a human: name, how, gate, proven
+    by_themselves: list[WentIn] = field(default_factory=list)  # went in without a human: re-read them
 
     def lines(self) -> list[str]:
         listed = by_themselves_lines(self.by_themselves) if self.by_themselves or self.source else []
@@ -128,6 +126,9 @@ class CarryResult(Answer):
 
     def notes(self) -> list[str]:
         return list(self.problems)
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "by_themselves": [w.to_json() for w in self.by_themselves]}
 
     def exit_code(self) -> int:
         return EXIT_LINT if self.problems else 0

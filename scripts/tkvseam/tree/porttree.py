@@ -390,5 +390,5 @@ def try_patch(
                 row.upstream = upstream_region(old, diff, hunk, moved or fc.path)
     draft_verdict(report, first_sentence(" ".join(patch.header.get("Reason"))))
     report.remove_when = patch.header.remove_when
-    report.did = [d.to_json() for d in did_of(report.files)]
+    report.did = did_of(report.files)
     return report
