@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import hints, layout
-from ..errors import RefusedError, SeamError
+from ..errors import SeamError
 from .options import (
     Context,
     absolute,
@@ -57,67 +57,19 @@ def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     --out is created, or must be a previous stage tkv-seam wrote and nobody changed
     since; any other directory is refused (exit 5) and left as it is.
     """
-    from ..bases.carried import queue_overlay_paths
-    from ..overlay.stage import stage_locked
-    from ..tree.seamtree import SeamTree
-    from ..tree.state import Kind
+    from ..overlay.venv import refuse_stage_dir, stage_tree
 
     out = absolute(out) if out else layout.overlay_stage(ctx.root, base_name)
-    _refuse_stage_dir(ctx, base_name, out)
+    refuse_stage_dir(ctx.root, base_name, out)
     tree_path = ctx.tree(tree, base_name)
-    SeamTree(tree_path, ctx.root).require(Kind.APPLY, ctx.base(base_name).name, "overlay stage")
-    paths = queue_overlay_paths(ctx.root, ctx.base(base_name))
-    emit(stage_locked(tree_path, paths, out, commit, ctx.progress))
+    emit(stage_tree(ctx.root, ctx.base(base_name), tree_path, commit, out, ctx.progress))
 
 
-def _refuse_stage_dir(ctx: Context, base_name: str, out: Path) -> None:
-    """A stage goes beside the project's trees, never over the project or into a tree tkv-seam made."""
-    from ..tree.seamtree import SeamTree
+def _install(ctx: Context, base_name, tree, python, commit):
+    """``overlay install`` (``commit``) or ``overlay restore`` (``commit`` None)."""
+    from ..overlay.venv import install_overlay
 
-    again = hints.tool(
-        "overlay", "stage", "--base", base_name, "--out", layout.overlay_stage(Path(), base_name)
-    )
-    real = Path(os.path.realpath(out))
-    if real == Path(os.path.realpath(ctx.root)) or real in Path(os.path.realpath(ctx.root)).parents:
-        raise RefusedError(
-            f"{out} exists and is not an overlay stage tkv-seam made: it is the project (or holds it); "
-            "nothing was deleted",
-            hint=again,
-        )
-    for parent in (out, *out.parents):
-        if SeamTree(parent).load() is not None:
-            raise RefusedError(
-                f"--out {out} is inside {parent}, a tree tkv-seam made: the stage would be files the tree "
-                "does not hold (apply and refresh then refuse the tree)",
-                hint=again,
-            )
-
-
-def _other_bases(ctx: Context, base_name: str, verb: str, python: Path) -> dict[str, str]:
-    """vLLM version -> the command doing ``verb`` with that carried base's overlay in ``python``'s venv
-    (a venv holding another carried release is answered with its own base)."""
-    from ..bases.carried import carried_bases
-    from ..bases.pins import load_bases
-
-    bases = load_bases(ctx.bases_file, ctx.root)
-    out = {}
-    for name in carried_bases(bases, ctx.root):
-        if name == base_name:
-            continue
-        cmd = hints.tool("overlay", verb, "--base", name, "--python", python)
-        if not ctx.tree(None, name).is_dir():
-            cmd = f"{hints.make('apply', BASE=name)} && {cmd}"
-        out[bases[name].version] = cmd
-    return out
-
-
-def _install(ctx: Context, base_name, tree, python, commit_of, verb):
-    from ..bases.carried import queue_overlay_paths
-    from ..overlay.stage import install_commit, restore_paths
-    from ..tree.seamtree import SeamTree
-    from ..tree.state import Kind
-
-    target = "overlay" if verb == "install" else "overlay-restore"
+    target, verb = ("overlay", "install") if commit is not None else ("overlay-restore", "restore")
     if python is None and tree is None:
         known = f"make {target} BASE={{}}"
     else:  # the same venv and tree, the base a known one ({} is filled in; a brace in a path stays)
@@ -125,32 +77,15 @@ def _install(ctx: Context, base_name, tree, python, commit_of, verb):
         words = [w for opt, value in given if value is not None for w in (opt, absolute(value))]
         known = hints.tool("overlay", verb, "--base", "@BASE@", *words).replace("{", "{{").replace("}", "}}")
         known = known.replace("@BASE@", "{}")
-    ctx.base(base_name, hint=known)  # an unknown base is a usage error before any tree is looked at
-    tree_path = ctx.tree(tree, base_name)
-    # a tree of this base whose commits are a queue's (not another base's, a port in progress, half-switched)
-    commit = commit_of(SeamTree(tree_path, ctx.root).require(Kind.APPLY, base_name, f"overlay {verb}"))
+    base = ctx.base(base_name, hint=known)  # an unknown base is a usage error before any tree is looked at
     venv_python = ctx.venv_python(python, base_name)
     own_venv = venv_python == ctx.venv_python(None, base_name)
-    if own_venv and tree_path == ctx.tree(None, base_name):
-        again = hints.make(target, BASE=base_name)
-    else:
-        again = hints.tool("overlay", verb, "--base", base_name, "--tree", tree_path, "--python", venv_python)
-    # restore: what the venv's record says its overlay replaced (the queue's files only help a
-    # venv an older tkv-seam overlaid); install: the queue's overlay set
-    paths = (queue_overlay_paths if verb == "install" else restore_paths)(ctx.root, ctx.base(base_name))
-    done = install_commit(
-        tree_path,
-        paths,
-        layout.overlay_venv_stage(ctx.root),
-        commit,
-        venv_python,
-        own_venv,
-        again,
-        ctx.progress,
-        others=_other_bases(ctx, base_name, verb, venv_python),
-        restore=verb == "restore",
+    tree_path = ctx.tree(tree, base_name)
+    emit(
+        install_overlay(
+            ctx.root, ctx.bases_file, base, tree_path, venv_python, own_venv, commit, ctx.progress
+        )
     )
-    emit(done)
 
 
 @overlay.command("install")
@@ -166,7 +101,7 @@ def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
     --python may name any venv holding the base's stock vLLM (your own); a venv that
     already holds an overlay is told so, and restore puts its pristine files back.
     """
-    _install(ctx, base_name, tree, python, lambda state: commit, "install")
+    _install(ctx, base_name, tree, python, commit)
 
 
 @overlay.command("restore")
@@ -177,7 +112,7 @@ def overlay_install(ctx: Context, base_name, tree, python, commit, as_json):
 @pass_ctx
 def overlay_restore(ctx: Context, base_name, tree, python, as_json):
     """Put the pristine base files back into the venv."""
-    _install(ctx, base_name, tree, python, lambda state: state.base_commit, "restore")
+    _install(ctx, base_name, tree, python, None)
 
 
 @click.command()

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import click
 
-from .. import hints, layout
-from ..answer import Answer
-from ..errors import EXIT_TESTS, SeamError, UsageError
 from .options import Context, base_option, emit, json_option, pass_ctx, python_option, tree_option
 
 
@@ -20,28 +16,13 @@ def _fresh() -> bool:
 
 
 def _runner(ctx: Context, base_name, tree, python, slots):
-    from ..seamtest.hfcache import build
-    from ..seamtest.passes import PassBook
-    from ..seamtest.runner import Runner
+    from ..seamtest.run import open_runner, require_test_venv
 
     python = ctx.venv_python(python, base_name)
-    if not python.exists():
-        raise SeamError(
-            f"no Python at {python}: the vLLM test venv is missing", hint=f"make venv-vllm BASE={base_name}"
-        )
-    work = layout.seamtest_work(ctx.root, base_name)
-    hf_home = build(work.parent, ctx.root / "tests" / "data" / "hf-configs")
-    return Runner.open(
-        ctx.root,
-        ctx.tree(tree, base_name),
-        python,
-        work,
-        hf_home,
-        ctx.base(base_name),
-        ctx.cache,
-        ctx.progress,
-        slots=slots,
-        passes=PassBook(ctx.root, base_name, fresh=ctx.fresh),
+    require_test_venv(python, base_name)  # before the base: --python names its own venv
+    base = ctx.base(base_name)
+    return open_runner(
+        ctx.root, base, ctx.tree(tree, base_name), python, ctx.cache, ctx.progress, slots, ctx.fresh
     )
 
 
@@ -102,27 +83,8 @@ def seamtest_command(name: str):
     return decorate
 
 
-@dataclass
-class Lanes(Answer):
-    """The reports of one run's lanes (``seamtest.runner.LaneReport``): one lane's data as it is,
-    several under ``lanes``, keyed by lane; exit 9 when any failed."""
-
-    reports: list
-
-    def lines(self) -> list[str]:
-        many = len(self.reports) > 1
-        return [line for rep in self.reports for line in ([f"== {rep.lane}"] if many else []) + rep.lines]
-
-    def to_json(self) -> dict:
-        if len(self.reports) == 1:
-            return self.reports[0].data
-        return {"lanes": {rep.lane: rep.data for rep in self.reports}}
-
-    def exit_code(self) -> int:
-        return 0 if all(rep.ok for rep in self.reports) else EXIT_TESTS
-
-
 def _run_lanes(ctx: Context, runner, lanes) -> None:
+    from ..seamtest.run import Lanes
     from ..seamtest.runner import run_lanes
 
     reports = run_lanes(runner, lanes)
@@ -130,34 +92,6 @@ def _run_lanes(ctx: Context, runner, lanes) -> None:
         for note in rep.notes:
             click.echo(note, err=True)
     emit(Lanes(reports))
-
-
-def _patch_numbers(runner, selected: tuple[str, ...]) -> set[int] | None:
-    """--patch 0009 / 9 / fused-kv-pages / 0009-fused-kv-pages.patch -> {9}."""
-    if not selected:
-        return None
-    out = set()
-    for want in selected:
-        for k, patch in enumerate(runner.patches, 1):
-            stem = patch.name.removesuffix(".patch")
-            if want in (patch.name, stem, stem.split("-", 1)[1]) or (want.isdigit() and int(want) == k):
-                out.add(k)
-                break
-        else:
-            raise _no_such_patch(runner, want)
-    return out
-
-
-def _no_such_patch(runner, want: str):
-    """A usage error (exit 2) naming the patch ``want`` most likely meant; the hint bisects that one
-    patch (or asks for one: never every patch, which is slower than what was asked)."""
-    names = ", ".join(p.name for p in runner.patches)
-    slugs = [p.name.removesuffix(".patch").split("-", 1)[-1] for p in runner.patches]
-    meant = hints.close(want, slugs)
-    return UsageError(
-        f"no patch {want!r} in the series ({names}){hints.did_you_mean(meant)}",
-        hint=hints.make("bisect", BASE=runner.base.name, PATCH=meant[0] if meant else "<n>"),
-    )
 
 
 @seamtest_command("bisect")
@@ -171,8 +105,10 @@ def seamtest_bisect(ctx: Context, base_name, tree, python, slots, as_json, patch
     """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
     from ..seamtest.bisect import BisectLane
 
+    from ..seamtest.run import patch_numbers
+
     runner = _runner(ctx, base_name, tree, python, slots)
-    _run_lanes(ctx, runner, [BisectLane(_patch_numbers(runner, patches))])
+    _run_lanes(ctx, runner, [BisectLane(patch_numbers(runner, patches))])
 
 
 @seamtest_command("full")
@@ -236,30 +172,6 @@ def seamtest_differential(ctx: Context, base_name, tree, python, slots, as_json)
 COMMANDS = [seamtest]
 
 
-@dataclass
-class LaneDone(Answer):
-    """``seamtest lane``: ran (its exit code) or a recorded pass stood in (when it was recorded)."""
-
-    run: object  # seamtest.command_lane.LaneRun
-
-    def lines(self) -> list[str]:
-        return []  # the lane's own line is said on stderr as it happens
-
-    def to_json(self) -> dict:
-        r = self.run
-        return {
-            "ok": r.code == 0,
-            "lane": r.lane,
-            "cached": r.cached_from is not None,
-            "cached_from": r.cached_from,
-            "seconds": r.seconds,
-            "command_exit": r.code,
-        }
-
-    def exit_code(self) -> int:
-        return 0 if self.run.code == 0 else EXIT_TESTS
-
-
 @seamtest.command("lane")
 @click.argument("name")
 @click.option("--reads", "reads", multiple=True, help="A file or directory the command reads (repeatable).")
@@ -285,6 +197,7 @@ def seamtest_lane(ctx: Context, name, reads, base_name, env, plugin, as_json, co
     from ..bases.pins import load_bases
     from ..seamtest.command_lane import CommandLane
     from ..seamtest.passes import PassBook
+    from ..seamtest.run import LaneDone
 
     load_bases(ctx.bases_file, ctx.root)  # a tkv-seam project, its bases file readable
     base = ctx.base(base_name) if base_name else None
@@ -294,38 +207,11 @@ def seamtest_lane(ctx: Context, name, reads, base_name, env, plugin, as_json, co
     emit(LaneDone(run))
 
 
-@dataclass
-class Times(Answer):
-    """The timing record of the lanes (build/passes/*/timings.jsonl): each step's last run."""
-
-    rows: list
-
-    def lines(self) -> list[str]:
-        out = [f"{'step':34} {'base':8} {'seconds':>8}  {'load':>5} {'cores':>5}  when"]
-        for row in self.rows:
-            out.append(
-                f"{row['name']:34} {str(row.get('base') or '-'):8} {row['seconds']:>8.1f}  "
-                f"{str(row.get('load') or '-'):>5} {str(row.get('cores') or '-'):>5}  {row['when']}"
-            )
-        return out if self.rows else ["no timing recorded yet (make test records one)"]
-
-    def to_json(self) -> dict:
-        return {"timings": self.rows}
-
-
 @seamtest.command("times")
 @json_option
 @pass_ctx
 def seamtest_times(ctx: Context, as_json):
     """Each lane step's last measured run (not a cached one): seconds, load, cores, date."""
-    from ..bases.pins import load_bases
-    from ..seamtest.passes import PassBook, read_timings
+    from ..seamtest.run import last_timings
 
-    known = load_bases(ctx.bases_file, ctx.root)
-    last: dict = {}
-    books = [PassBook(ctx.root, name) for name in [None, *known]]
-    for path in [book.dir / "timings.jsonl" for book in books if book.linked is None]:
-        for row in read_timings(path):
-            if not row.get("cached"):
-                last[(str(row.get("base") or ""), row["name"])] = row
-    emit(Times([last[k] for k in sorted(last)]))
+    emit(last_timings(ctx.root, ctx.bases_file))

@@ -17,6 +17,7 @@ One module per job:
                 time; the timing record the docs' figures come from
 - ``keys``      the digests a pass is keyed by (tool source, files, interpreter, base inputs)
 - ``command_lane`` a lane that is one command (make's tooling, series, image lanes)
+- ``run``       the seamtest commands' use cases: a run opened, ``--patch`` read, the answers
 
 Kept free of imports: ``outcomes`` is loaded into the vLLM venv's pytest, where
 only the standard library is available.

@@ -166,10 +166,10 @@ class TreeState:
             return None
 
 
-def tree_above(path: Path) -> Path | None:
-    """The nearest directory above ``path`` that is a tree tkv-seam made (it has a state), or None:
-    a tree there would be files that tree does not hold."""
-    for parent in Path(path).parents:
+def tree_above(path: Path, itself: bool = False) -> Path | None:
+    """The nearest directory above ``path`` (``itself``: or ``path``) that is a tree tkv-seam made
+    (it has a state), or None: a tree, or any output, there would be files that tree does not hold."""
+    for parent in ([Path(path)] if itself else []) + list(Path(path).parents):
         if parent.is_dir() and not parent.is_symlink() and TreeState.load(parent) is not None:
             return parent
     return None

@@ -65,19 +65,19 @@ def test_drift_names_the_close_slug_and_base(project, releases):
 
 
 def test_bisect_of_an_unknown_patch_is_a_usage_error_naming_the_one_meant():
-    from tkvseam.cli.seamtest import _patch_numbers
+    from tkvseam.seamtest.run import patch_numbers
 
     runner = SimpleNamespace(
         patches=[SimpleNamespace(name=f"{k:04d}-{slug}.patch") for k, slug in enumerate(SLUGS, 1)],
         base=SimpleNamespace(name="v0.31.0"),
     )
-    assert _patch_numbers(runner, ("backend-lifecycle-hooks",)) == {2}
+    assert patch_numbers(runner, ("backend-lifecycle-hooks",)) == {2}
     with pytest.raises(UsageError) as e:
-        _patch_numbers(runner, ("lifecycle",))
+        patch_numbers(runner, ("lifecycle",))
     assert e.value.exit_code == 2 and "did you mean 'backend-lifecycle-hooks'?" in e.value.message
     assert e.value.hint == "make bisect BASE=v0.31.0 PATCH=backend-lifecycle-hooks"  # one patch, as asked
     with pytest.raises(UsageError) as e:
-        _patch_numbers(runner, ("zzz",))
+        patch_numbers(runner, ("zzz",))
     assert "PATCH=" in e.value.hint  # never every patch (slower than what was asked)
     assert problems(e.value.hint) == []
 

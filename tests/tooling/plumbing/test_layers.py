@@ -23,6 +23,7 @@ LAYERS = {
         "release",
         "image",
         "overlay.stage",
+        "overlay.venv",
         "seamtest",
         "port",
     ),

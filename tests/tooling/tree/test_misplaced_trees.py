@@ -11,7 +11,9 @@ from ..fixtures.portcase import NEXT, NEXT_VERSION
 
 
 @pytest.mark.parametrize(
-    "where", [".", "..", "build/vllm-v9.9.9/vllm/stage"], ids=["project", "parent", "in-tree"]
+    "where",
+    [".", "..", "build/vllm-v9.9.9/vllm/stage", "build/vllm-v9.9.9"],
+    ids=["project", "parent", "in-tree", "the-tree"],
 )
 def test_a_stage_over_the_project_or_inside_a_tree_is_refused_and_writes_nothing(project, where, monkeypatch):
     project.apply()
