@@ -15,7 +15,6 @@ in ``refs/tkv-seam/dropped/<time>`` of the tree.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +29,10 @@ from ..queue.patch import Patch
 from ..layout import BASE_TAG, BRANCH
 from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
-from ..queue.series import Series, read_series
+from ..queue.series import read_series
 from ..tree.state import AppliedPatch, Kind, TreeState
 from ..tree.work import UserWork
-from .export import export_texts
+from ..tree.export import export_texts, inputs_digest
 
 
 @dataclass
@@ -74,13 +73,6 @@ class ApplyResult(Answer):
             f"{self.upstream_commit_prefix}; local base commit {s.base_commit[:12]}), HEAD {s.head[:12]} "
             f"({self.seconds:.1f} s)"
         ]
-
-
-def inputs_digest(base: Base, source: str, series: Series) -> str:
-    h = hashlib.sha256()
-    h.update(f"{base.name}\0{source}\0{base.sdist.sha256}\0{base.commit_prefix}\0".encode())
-    h.update(series.digest().encode())
-    return h.hexdigest()
 
 
 def build_tree(

@@ -2,57 +2,25 @@
 
 The output is canonical ``git format-patch`` text, made byte-stable (``git.format_patch``
 gives each flag's reason) with the ``Date:`` header dropped: no timestamps.
-``write_queue`` writes a queue (only the one named) and is what ``port finish`` uses too.
+The queue is written by ``queue.writer.write_queue``, as ``port finish`` writes it.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git, hints
 from ..answer import Answer, plain
-from .apply import inputs_digest
-from .export import commits_after_base, export_texts
+from ..tree.export import export_texts, inputs_digest, record_export
 from ..bases.pins import Base
 from ..errors import RefusedError
-from ..fsutil import atomic_write
-from ..queue.header import Header, PatchFormatError
-from ..queue.patch import parse_text
 from ..progress import QUIET, Progress
 from ..layout import BASE_TAG
 from ..tree.seamtree import SeamTree
-from ..queue.series import Queue, Series, read_series, write_series
-from ..tree.state import AppliedPatch, Kind, TreeState
-
-
-class ExportStatus(StrEnum):
-    """What writing a queue did to one patch file."""
-
-    UNCHANGED = "unchanged"
-    UPDATED = "updated"
-    ADDED = "added"
-    REMOVED = "removed"
-
-
-@dataclass
-class Exported:
-    """One patch file of a written queue: what happened to it, and the header fields its commit
-    message had lost that were put back from the patch it replaced (``keep_header``)."""
-
-    name: str
-    status: ExportStatus
-    kept: list[str] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        """``updated (kept Reason, Verdict)``: the status as a person reads it."""
-        return self.status + (f" (kept {', '.join(self.kept)})" if self.kept else "")
-
-    def line(self, patches: str) -> str:
-        return f"{self.label:9} {patches}/{self.name}"
+from ..queue.series import Series, read_series
+from ..queue.writer import Exported, ExportStatus, queue_snapshot, write_queue
+from ..tree.state import Kind, TreeState
 
 
 @dataclass
@@ -85,126 +53,6 @@ def edited_since_apply(state: TreeState, series: Series) -> list[str]:
     edited = [f"{where}/{n}" for n, d in now.items() if state.inputs.get(n) != d]
     edited += [f"{where}/{n} (no longer in series)" for n in state.inputs if n not in now]
     return edited
-
-
-def queue_snapshot(root: Path, queue: Queue) -> dict[str, bytes]:
-    """The files of a queue a writer may replace (its series, its ``*.patch``, its PORT.md):
-    project-relative path -> bytes."""
-    files = [root / queue.series, root / queue.port_md]
-    patches = root / queue.patches
-    if patches.is_dir():
-        files += sorted(patches.glob("*.patch"))
-    return {str(p.relative_to(root)): p.read_bytes() for p in files if p.is_file() and not p.is_symlink()}
-
-
-def queue_digest(root: Path, queue: Queue) -> str:
-    """sha256 over a queue's files (``absent`` when it has none): what a port finds at its start."""
-    files = queue_snapshot(root, queue)
-    if not files:
-        return "absent"
-    h = hashlib.sha256()
-    for rel, data in sorted(files.items()):
-        h.update(rel.encode() + b"\0" + hashlib.sha256(data).hexdigest().encode() + b"\0")
-    return h.hexdigest()
-
-
-def queue_edits(root: Path, queue: Queue) -> list[tuple[str, str]]:
-    """Uncommitted changes (and untracked files) of the queue in the project's git; none when the
-    project is not a git repository."""
-    if git.toplevel(root) is None:
-        return []
-    return [(st.strip() or "??", p) for st, p in git.status_paths(root, [queue.series, queue.patches])]
-
-
-def changed_files(before: dict[str, bytes], root: Path) -> dict[str, bytes]:
-    """The files of ``before`` (a snapshot) whose bytes are no longer at their path."""
-    out = {}
-    for rel, data in before.items():
-        p = root / rel
-        if not p.is_file() or p.read_bytes() != data:
-            out[rel] = data
-    return out
-
-
-def keep_header(text: str, old: Header | None) -> tuple[str, list[str]]:
-    """``text`` with the header fields of ``old`` (same patch) that its commit message lost put back.
-
-    A commit made by hand (a resolved port, ``git commit -m``) may carry a shorter message
-    than the patch it came from; the patch's Verdict, Reason, Depends-on, Tests... stay.
-    """
-    if old is None:
-        return text, []
-    new = parse_text(text, "export").header
-    missing = [(k, v) for k in old.trailers if not new.get(k) for v in old.trailers[k]]
-    if not missing:
-        return text, []
-    idx = text.find("\ndiff --git ") + 1
-    head, diff = text[:idx].rstrip("\n"), text[idx:]
-    sep = "\n" if new.trailers else "\n\n"
-    head += sep + "\n".join(f"{k}: {v}" for k, v in missing) + "\n\n"
-    return head + diff, sorted({k for k, _ in missing})
-
-
-def write_queue(
-    root: Path,
-    queue: Queue,
-    texts: dict[str, str],
-    order: list[str],
-    force: bool = False,
-    again: str = "",
-    verb: str = "refresh",
-) -> list[Exported]:
-    """Write ``texts`` as the queue at ``queue`` (and only there); refuse to delete a patch unless ``force``.
-
-    Every patch keeps the header fields of the patch with the same slug already in the queue.
-    """
-    old = read_series(root, queue) if (root / queue.series).exists() else Series(root, [], queue)
-    old_headers = {}
-    for name in old.names:
-        if old.path(name).is_file():
-            try:
-                header = parse_text(old.path(name).read_text(), name).header
-            except (PatchFormatError, UnicodeDecodeError):
-                continue  # not a patch (its bytes are kept by the caller's backup): no header to keep
-            old_headers[header.slug] = header
-    gone = [n for n in old.names if n not in texts and old.path(n).exists()]
-    if gone and not force:
-        listing = "\n".join(f"    {old.path(n).relative_to(root)}" for n in gone)
-        raise RefusedError(
-            f"{verb} would delete {len(gone)} patch(es) of {queue.series} that the tree has no commit for:\n"
-            + listing,
-            hint="keep them: add their commits back to the tree; delete them: "
-            + (again or "run it again with --force"),
-        )
-    report: list[Exported] = []
-    patches = old.patches_dir
-    patches.mkdir(parents=True, exist_ok=True)
-    for name in order:
-        text, kept = keep_header(texts[name], old_headers.get(parse_text(texts[name], name).header.slug))
-        path = patches / name
-        data = text.encode("utf-8")
-        if path.exists() and path.read_bytes() == data:
-            report.append(Exported(name, ExportStatus.UNCHANGED))
-            continue
-        status = ExportStatus.UPDATED if path.exists() else ExportStatus.ADDED
-        report.append(Exported(name, status, kept))
-        atomic_write(path, data)
-    for name in gone:
-        old.path(name).unlink()
-        report.append(Exported(name, ExportStatus.REMOVED))
-    if old.names != order or not old.file.exists():
-        write_series(root, order, queue)
-    return report
-
-
-def record_export(tree: Path, state: TreeState, base: Base, root: Path, order: list[str]) -> None:
-    """Record in ``state`` what the queue now holds: its patches (name, commit, files), HEAD, digests."""
-    series = read_series(root, base.queue)
-    commits = commits_after_base(tree, state.base_commit)
-    state.patches = [AppliedPatch(n, c, git.files_of(tree, c)) for n, c in zip(order, commits)]
-    state.head = git.head(tree)
-    state.digest = inputs_digest(base, state.source, series)
-    state.inputs = series.file_digests()
 
 
 def refresh(root: Path, base: Base, tree: Path, force: bool = False, progress: Progress = QUIET) -> Refreshed:

@@ -20,17 +20,16 @@ from ..bases.pins import Base
 from ..errors import EXIT_LINT, RefusedError
 from ..progress import Progress
 from ..tree.seamtree import SeamTree
-from ..edit.refresh import (
+from ..queue.writer import (
     Exported,
     ExportStatus,
     changed_files,
-    export_texts,
     queue_digest,
     queue_edits,
     queue_snapshot,
-    record_export,
     write_queue,
 )
+from ..tree.export import export_texts, record_export
 from ..fsutil import atomic_write
 from ..queue.series import Queue
 from ..tree.state import DoneStatus, PortProgress, TreeState

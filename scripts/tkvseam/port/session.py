@@ -30,7 +30,7 @@ from ..bases.pins import Base, default_cache_dir, load_bases
 from ..bases.repo import base_repo
 from ..errors import PortStopped, RefusedError, SeamError, UsageError
 from ..fsutil import atomic_write
-from ..edit.refresh import queue_digest
+from ..queue.writer import queue_digest
 from ..queue.message import SKIP_VERDICTS, VERDICTS, message_problem, set_trailer, verdict_problem
 from ..queue.patch import Patch
 from ..progress import QUIET, Progress

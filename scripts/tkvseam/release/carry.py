@@ -30,7 +30,7 @@ from .. import hints, layout
 from ..answer import Answer
 from ..bases.carried import carried_before, no_source, source_of
 from ..bases.pins import Base, load_bases
-from ..edit.refresh import Exported
+from ..queue.writer import Exported
 from ..errors import EXIT_LINT, PortStopped, SeamError, UsageError
 from ..findings.auto import Auto
 from ..port.ending import queue_problems

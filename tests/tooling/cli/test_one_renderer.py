@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tkvseam import git
 from tkvseam.answer import Answer, plain
-from tkvseam.edit.refresh import Exported, ExportStatus
+from tkvseam.queue.writer import Exported, ExportStatus
 
 from ..fixtures.queue import make_one_patch
 from ..fixtures.upstream import NAME

@@ -321,7 +321,7 @@ def test_a_finish_killed_while_writing_the_queue_is_taken_up_by_the_next(pprojec
     _stopped_at_0006(pproject, again=True)  # a port again, onto the base that has a reviewed queue
     # killed as the second patch file is written: the queue half new, half reviewed
     argv = pproject.argv("port", "skip", "--to", NEXT, "--reason", "upstream has register()")
-    crash_at("tkvseam.edit.refresh.atomic_write", *argv, nth=2)
+    crash_at("tkvseam.queue.writer.atomic_write", *argv, nth=2)
     assert "Reviewed:" not in (queue / "0001-add-mul.patch").read_text()
     assert "Reviewed:" in (queue / "0002-use-mul.patch").read_text()
     res = port(pproject, "finish")  # no refusal of its own half-written queue

@@ -1,19 +1,25 @@
-"""A build tree's commits as the queue's patch files: the canonical text of each commit.
+"""A tree's commits as the queue's patch files: the canonical text of each commit, and what a
+tree records of the queue it was exported to.
 
-``refresh`` writes these texts into the queue; ``apply`` compares the texts of a tree it replaces
-with what the project's git holds, so nothing it replaces is lost.
+``refresh`` and ``port finish`` write these texts into a queue (``queue.writer``) and record
+it in the tree's state (``record_export``); ``apply`` compares the texts of a tree it replaces
+with what the project's git holds, so nothing it replaces is lost. ``inputs_digest`` is what
+a tree was made from (its base, source and series), as its state records it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from .. import git, hints
+from ..bases.pins import Base
 from ..errors import SeamError
 from ..layout import BASE_TAG
 from ..queue.header import PatchFormatError
 from ..queue.patch import parse_text
-from ..queue.series import patch_filename
+from ..queue.series import Series, patch_filename, read_series
+from .state import AppliedPatch, TreeState
 
 
 def format_commit(tree: Path, commit: str) -> str:
@@ -69,3 +75,20 @@ def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str
         texts[name] = text
         order.append(name)
     return texts, order
+
+
+def inputs_digest(base: Base, source: str, series: Series) -> str:
+    h = hashlib.sha256()
+    h.update(f"{base.name}\0{source}\0{base.sdist.sha256}\0{base.commit_prefix}\0".encode())
+    h.update(series.digest().encode())
+    return h.hexdigest()
+
+
+def record_export(tree: Path, state: TreeState, base: Base, root: Path, order: list[str]) -> None:
+    """Record in ``state`` what the queue now holds: its patches (name, commit, files), HEAD, digests."""
+    series = read_series(root, base.queue)
+    commits = commits_after_base(tree, state.base_commit)
+    state.patches = [AppliedPatch(n, c, git.files_of(tree, c)) for n, c in zip(order, commits)]
+    state.head = git.head(tree)
+    state.digest = inputs_digest(base, state.source, series)
+    state.inputs = series.file_digests()
