@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from . import hints
@@ -79,13 +79,12 @@ def _write_marker(dest: Path, data: dict) -> None:
     atomic_write(dest / MARKER, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def _not_ours(dest: Path, kind: str, legacy: Callable[[Path], bool] | None) -> str | None:
-    """Why ``dest`` (an existing real directory) is not a ``kind`` output the tool made, or None."""
+def _not_ours(dest: Path, kind: str) -> str | None:
+    """Why ``dest`` (an existing real directory) is not a ``kind`` output the tool made, or None
+    (an empty directory holds nothing to lose)."""
     marker = _read_marker(dest)
     if marker is None:  # decided without walking the directory (it may be someone's home)
-        if legacy is not None and legacy(dest) and not _walk(dest)[1]:
-            return None
-        return f"no {MARKER}"
+        return None if next(dest.iterdir(), None) is None else f"no {MARKER}"
     if marker.get("kind") != kind:
         return f"it is {marker.get('kind')}"
     files, odd = _walk(dest)
@@ -124,23 +123,22 @@ def removal_problem(dest: Path) -> str | None:
     kind = output_kind(dest)
     if kind is None:
         return f"no {MARKER}: not an output tkv-seam made"
-    return _not_ours(dest, kind, None)
+    return _not_ours(dest, kind)
 
 
 def replace_output_dir(
     dest: Path,
     kind: str,
     names: Iterable[str] | None = None,
-    legacy: Callable[[Path], bool] | None = None,
     rerun: str = "run the command again",
 ) -> None:
     """Make ``dest`` an empty output directory of ``kind`` (created, or a previous output emptied).
 
     ``kind`` names the output with its article ("an overlay stage"), as messages say it.
 
-    ``names``: the top-level entries the step writes (what an unsealed output may hold);
-    ``legacy``: recognises an output made before markers existed. Refuses (exit 5) a
-    symlink, a file, or a directory the tool did not make, deleting nothing.
+    ``names``: the top-level entries the step writes (what an unsealed output may hold).
+    Refuses (exit 5) a symlink, a file, or a directory the tool did not make (not empty, no
+    marker), deleting nothing.
     """
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
         what = "a symlink" if dest.is_symlink() else "a file"
@@ -153,7 +151,7 @@ def replace_output_dir(
         dest.mkdir(parents=True)
         _write_marker(dest, marker)
         return
-    problem = _not_ours(dest, kind, legacy)
+    problem = _not_ours(dest, kind)
     if problem:
         raise RefusedError(
             f"{dest} exists and is not {kind} tkv-seam made ({problem}); it holds: "

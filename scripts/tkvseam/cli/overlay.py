@@ -54,8 +54,8 @@ def overlay_files(ctx: Context, base_name, as_json):
 def overlay_stage(ctx: Context, base_name, tree, commit, out, as_json):
     """Write manifest.json + overlay/vllm/... (+ the installer) for one commit.
 
-    --out is created, or must be a previous stage tkv-seam wrote and nobody changed
-    since; any other directory is refused (exit 5) and left as it is.
+    --out is created (or empty), or must be a previous stage tkv-seam wrote and nobody
+    changed since; any other directory is refused (exit 5) and left as it is.
     """
     from ..overlay.venv import refuse_stage_dir, stage_tree
 

@@ -111,7 +111,7 @@ def stage(
             hint=hints.shell("git", "-C", tree, "log", "--oneline", "-5") + "  (the commits of the tree)",
         )
     commit = named
-    replace_output_dir(dest, STAGE_KIND, STAGE_NAMES, legacy=_legacy_stage)
+    replace_output_dir(dest, STAGE_KIND, STAGE_NAMES)
     (dest / "overlay").mkdir()
     manifest = Manifest(state.base, state.upstream_commit, commit, series_digest or state.digest)
     for path in paths:
@@ -129,28 +129,9 @@ def stage(
     return manifest
 
 
-def _legacy_stage(dest: Path) -> bool:
-    """A stage written before output markers: only the stage's names, every overlay file listed."""
-    if not {p.name for p in dest.iterdir()} <= set(STAGE_NAMES):
-        return False
-    try:
-        listed = {f["path"] for f in json.loads((dest / "manifest.json").read_text())["files"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    found = {p.relative_to(dest / "overlay").as_posix() for p in (dest / "overlay").rglob("*") if p.is_file()}
-    return found <= listed
-
-
-def _legacy_context(dest: Path) -> bool:
-    """An image build context written before output markers: the Dockerfile and a stage."""
-    names = {p.name for p in dest.iterdir()}
-    stage_dir = dest / "tkv-seam"
-    return names <= set(CONTEXT_NAMES) and (not stage_dir.exists() or _legacy_stage(stage_dir))
-
-
 def replace_context_dir(dest: Path) -> None:
     """The image's build context directory, created or a previous context emptied (else refused)."""
-    replace_output_dir(dest, CONTEXT_KIND, legacy=_legacy_context, rerun="make image")
+    replace_output_dir(dest, CONTEXT_KIND, rerun="make image")
 
 
 def restore_paths(root: Path, base) -> list[str]:

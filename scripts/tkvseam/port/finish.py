@@ -160,9 +160,8 @@ def finish_queue(session: PortContext, state: TreeState, force: bool) -> Finishe
 
 def check_queue(session: PortContext, p: PortProgress, force: bool) -> None:
     queue = session.to_base.queue
-    # "": a port an older tkv-seam started recorded no digest; only the edits can be checked
-    changed = bool(p.queue_digest) and queue_digest(session.root, queue) != p.queue_digest
-    if p.finished and p.queue_digest and not changed:
+    changed = queue_digest(session.root, queue) != p.queue_digest
+    if p.finished and not changed:
         return  # the queue as this port's finish wrote it (not committed yet): its own, not an edit
     edits = queue_edits(session.root, queue)
     if not (edits or changed) or force:

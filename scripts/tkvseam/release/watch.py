@@ -308,7 +308,7 @@ def _report(
 ) -> None:
     """Pin each release of ``result`` and write its drift report into ``out`` (build/drift/)."""
     # build/drift/ holds one run's reports: a previous run's is replaced, anything else refused
-    replace_output_dir(out, DRIFT_KIND, legacy=_legacy_drift, rerun="make watch REPORT=1")
+    replace_output_dir(out, DRIFT_KIND, rerun="make watch REPORT=1")
     target = bases_file
     if not write:
         target = out / "bases.toml"
@@ -338,18 +338,3 @@ def _report(
     (out / "summary.txt").write_text("".join(f"{row.line()}\n" for row in result.releases))
     (out / "watch.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
     seal_output_dir(out)
-
-
-def _legacy_drift(out: Path) -> bool:
-    """build/drift/ as watch wrote it before output markers: its reports and nothing else."""
-    return all(p.is_file() and _is_report_name(p.name) for p in out.iterdir())
-
-
-def _is_report_name(name: str) -> bool:
-    stem, _, ext = name.rpartition(".")
-    if name in ("summary.txt", "watch.json", "bases.toml"):
-        return True
-    try:
-        return ext in ("md", "json") and bool(Version(stem))
-    except InvalidVersion:
-        return False

@@ -121,14 +121,18 @@ def test_a_stage_killed_half_way_is_recognised_and_replaced(two, tmp_path):
     assert json.loads((out / MARKER).read_text())["files"]
 
 
-def test_a_stage_written_before_markers_is_recognised(two, tmp_path):
-    out = tmp_path / "old-stage"
+def test_a_stage_without_its_marker_is_refused_and_an_empty_directory_taken(two, tmp_path):
+    """No tkv-seam was released before output markers: a stage without one is not the tool's."""
+    out = tmp_path / "stage"
     stage(two.tree, ["vllm/config/cache.py"], out)
-    (out / MARKER).unlink()  # as the previous release of the tool left it
-    stage_cli(two, out)
     (out / MARKER).unlink()
-    (out / "notes.txt").write_text("mine\n")
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
     assert "no .tkv-seam-made.json" in stage_cli(two, out, expect=5).stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    empty = tmp_path / "empty"
+    empty.mkdir()  # nothing to lose
+    stage_cli(two, empty)
+    assert (empty / "manifest.json").exists() and (empty / MARKER).exists()
 
 
 def test_the_image_context_is_refused_when_it_is_not_ours(two):
