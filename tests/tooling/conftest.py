@@ -14,6 +14,7 @@ import pytest
 
 from tkvseam import hints
 
+from .fixtures.carrying import NEW, carrying_project, make_releases
 from .fixtures.index import serve_index
 from .fixtures.project import Project
 from .fixtures.upstream import (
@@ -47,6 +48,21 @@ def releases(tmp_path_factory) -> dict[str, Upstream]:
         NAME: make_release(top, VERSION, FILES),
         f"v{NEXT_VERSION}": make_release(top, NEXT_VERSION, NEXT_FILES),
     }
+
+
+@pytest.fixture(scope="module")
+def carrying_releases(tmp_path_factory) -> dict[str, Upstream]:
+    """The carrying case's releases (``fixtures/carrying``): v9.9.9 carried, v9.10.0 to carry over
+    to (upstream rewrote sub()); made once a module."""
+    return make_releases(tmp_path_factory.mktemp("upstream"))
+
+
+@pytest.fixture
+def pinned_project(tmp_path, carrying_releases, monkeypatch):
+    """The carrying project (v9.9.9 carried) with v9.10.0 pinned, nothing else of it made."""
+    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
+        project.cli("pin", NEW)
+        yield project
 
 
 @pytest.fixture(scope="session")

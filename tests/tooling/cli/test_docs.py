@@ -257,7 +257,7 @@ exclude = [{{ name = "torchvision", why = "PyPI's build needs CUDA libraries" }}
 
 
 @pytest.fixture(scope="module")
-def releases(tmp_path_factory):
+def readme_releases(tmp_path_factory):
     top = tmp_path_factory.mktemp("readme-upstream")
     return {
         f"v{V31}": make_release(top, V31, OLD_FILES),
@@ -268,12 +268,12 @@ def releases(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory, releases):
+def wheels(tmp_path_factory, readme_releases):
     index, cpu = make_wheels(
         tmp_path_factory.mktemp("readme-index"), tmp_path_factory.mktemp("readme-cpu"), V34
     )
     # v0.31.0's vllm as a wheel (the sdist's vllm/ files), for `venv-vllm v0.31.0 --path`
-    with tarfile.open(releases[f"v{V31}"].tarball) as tar:
+    with tarfile.open(readme_releases[f"v{V31}"].tarball) as tar:
         files = {
             m.name.split("/", 1)[1]: tar.extractfile(m).read().decode()
             for m in tar.getmembers()
@@ -302,7 +302,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path, releases, wheels, monkeypatch) -> World:
+def world(tmp_path, readme_releases, wheels, monkeypatch) -> World:
     """The project: Makefile and pyproject.toml as the real ones, a .venv whose tkv-seam is this
     one, v0.31.0's queue (cache-tweak, add-mul, sub-doc) and the same queue carried on v0.32.0."""
     root = tmp_path / "proj"
@@ -322,12 +322,12 @@ def world(tmp_path, releases, wheels, monkeypatch) -> World:
     os.utime(root / "pyproject.toml", (stamp, stamp))  # older than the venv's stamp: make builds no venv
     (root / "bases.toml").write_text(
         "# Known bases (synthetic, named like the real ones).\n"
-        + _entry("v0.31.0", V31, releases["v0.31.0"], top=True)
-        + _entry("v0.32.0", V32, releases["v0.32.0"])
-        + _entry("v0.33.0", V33, releases["v0.33.0"])
+        + _entry("v0.31.0", V31, readme_releases["v0.31.0"], top=True)
+        + _entry("v0.32.0", V32, readme_releases["v0.32.0"])
+        + _entry("v0.33.0", V33, readme_releases["v0.33.0"])
     )
     cache = tmp_path / "cache"
-    with serve_index(releases, monkeypatch):
+    with serve_index(readme_releases, monkeypatch):
         project = Project(root, cache)
         project.cli("apply", "--base", "v0.31.0")
         tree = root / "build" / "vllm-v0.31.0"

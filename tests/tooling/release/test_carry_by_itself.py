@@ -27,7 +27,7 @@ from ..fixtures.autocase import (
     make_partly_fixable_queue,
 )
 from ..fixtures.carry import carry as carry_with_proving
-from ..fixtures.carry import releases, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carry import wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
 from ..fixtures.queue import message
 
@@ -179,7 +179,7 @@ def test_without_the_fixers_the_stop_says_what_ruff_format_would_change(fix_case
 
 
 @pytest.fixture
-def fix_case_in_a_configured_project(tmp_path, releases, monkeypatch):  # noqa: F811
+def fix_case_in_a_configured_project(tmp_path, carrying_releases, monkeypatch):
     """The fixable patch on releases with no ruff configuration of their own, in a project whose own
     configuration (as tkv-seam's pyproject.toml) excludes build/, where the port tree is."""
     project_config = '[tool.ruff]\nline-length = 110\nextend-exclude = ["build"]\n'
@@ -188,7 +188,7 @@ def fix_case_in_a_configured_project(tmp_path, releases, monkeypatch):  # noqa: 
         make_fixable_queue(project)
         (project.root / "pyproject.toml").write_text(project_config)
 
-    yield from _project(tmp_path, releases, monkeypatch, make_queue)
+    yield from _project(tmp_path, carrying_releases, monkeypatch, make_queue)
 
 
 def test_the_fixers_use_the_configuration_the_gate_checks_with(fix_case_in_a_configured_project, wheels):  # noqa: F811

@@ -17,32 +17,32 @@ import pytest
 
 from tkvseam import git
 
-from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW, NEW_NAME, carrying_project, git_project
 from ..fixtures.gatecase import ARG_UTILS, fix_square, make_gate_queue, resolve_as_product
 from ..fixtures.queue import make_one_patch, make_two_patches
 
 
-def _project(tmp_path, releases, monkeypatch, make_queue):  # noqa: F811
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+def _project(tmp_path, carrying_releases, monkeypatch, make_queue):
+    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
         make_queue(project)
         git_project(project.root)
         yield project
 
 
 @pytest.fixture
-def gproject(tmp_path, releases, monkeypatch):  # noqa: F811
-    yield from _project(tmp_path, releases, monkeypatch, make_gate_queue)
+def gproject(tmp_path, carrying_releases, monkeypatch):
+    yield from _project(tmp_path, carrying_releases, monkeypatch, make_gate_queue)
 
 
 @pytest.fixture
-def one_patch(tmp_path, releases, monkeypatch):  # noqa: F811
-    yield from _project(tmp_path, releases, monkeypatch, make_one_patch)
+def one_patch(tmp_path, carrying_releases, monkeypatch):
+    yield from _project(tmp_path, carrying_releases, monkeypatch, make_one_patch)
 
 
 @pytest.fixture
-def two_patches(tmp_path, releases, monkeypatch):  # noqa: F811
-    yield from _project(tmp_path, releases, monkeypatch, make_two_patches)
+def two_patches(tmp_path, carrying_releases, monkeypatch):
+    yield from _project(tmp_path, carrying_releases, monkeypatch, make_two_patches)
 
 
 def _tree(project):

@@ -16,7 +16,7 @@ import pytest
 
 from tkvseam import git
 
-from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW, NEW_NAME, carrying_project, git_project, make_wheels
 from ..fixtures.hintcheck import ROOT, problems
 from ..fixtures.provecase import HEADER_NODE, fix_header_test, make_prove_queue, make_test_venv
@@ -24,15 +24,19 @@ from ..fixtures.queue import message
 
 
 @pytest.fixture
-def pcase(tmp_path, releases, monkeypatch):  # noqa: F811
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+def pcase(tmp_path, carrying_releases, monkeypatch):
+    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
         make_prove_queue(project)
         git_project(project.root)
         yield project
 
 
-def test_a_patch_whose_own_test_fails_on_the_new_base_stops_there_with_its_id(pcase, releases, wheels):  # noqa: F811
-    make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
+def test_a_patch_whose_own_test_fails_on_the_new_base_stops_there_with_its_id(
+    pcase,
+    carrying_releases,
+    wheels,  # noqa: F811
+):
+    make_test_venv(pcase.root, NEW_NAME, carrying_releases[NEW_NAME].tarball)
     stop = carry(pcase, wheels, expect=12).stderr
     assert "port to v9.10.0 stopped at 0002-header-test.patch: breaks" in stop
     assert "its own tests fail on v9.10.0" in stop
@@ -102,15 +106,15 @@ def test_a_venv_that_cannot_be_built_turns_proving_off_and_says_why(pcase, wheel
     assert (mine / "notes.txt").read_text() == "not a venv"
 
 
-def test_no_prove_runs_the_gate_alone(pcase, releases, wheels):  # noqa: F811
-    make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
+def test_no_prove_runs_the_gate_alone(pcase, carrying_releases, wheels):  # noqa: F811
+    make_test_venv(pcase.root, NEW_NAME, carrying_releases[NEW_NAME].tarball)
     out = json.loads(carry(pcase, wheels, "--json", "--no-prove").stdout)
     assert out["carried"] and not [s for s in out["steps"] if s["step"] == "prove"]
 
 
-def test_a_resolution_is_proven_with_its_own_tests_line(pcase, releases, wheels):  # noqa: F811
+def test_a_resolution_is_proven_with_its_own_tests_line(pcase, carrying_releases, wheels):  # noqa: F811
     """The fix renames the test and the message's Tests: line: the renamed node is the one run."""
-    make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
+    make_test_venv(pcase.root, NEW_NAME, carrying_releases[NEW_NAME].tarball)
     carry(pcase, wheels, expect=12)
     tree = pcase.root / "build" / f"port-{NEW_NAME}"
     fix_header_test(tree)
@@ -144,8 +148,12 @@ def _break_venv(python) -> None:
     init.write_text(f"raise RuntimeError({TRITON!r})\n")
 
 
-def test_tests_that_fail_on_stock_too_stop_once_as_the_environment_naming_no_patch(pcase, releases, wheels):  # noqa: F811
-    _break_venv(make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball))
+def test_tests_that_fail_on_stock_too_stop_once_as_the_environment_naming_no_patch(
+    pcase,
+    carrying_releases,
+    wheels,  # noqa: F811
+):
+    _break_venv(make_test_venv(pcase.root, NEW_NAME, carrying_releases[NEW_NAME].tarball))
     stop = carry(pcase, wheels, expect=12).stderr
     assert "port to v9.10.0 stopped: environment (not a patch's fault)" in stop
     assert TRITON in stop and "import vllm" in stop
@@ -166,9 +174,9 @@ def test_tests_that_fail_on_stock_too_stop_once_as_the_environment_naming_no_pat
     }
 
 
-def test_a_venv_in_which_pytest_cannot_start_is_the_environment_too(pcase, releases, wheels):  # noqa: F811
+def test_a_venv_in_which_pytest_cannot_start_is_the_environment_too(pcase, carrying_releases, wheels):  # noqa: F811
     """The venv lacks a pytest plugin the runner needs (its --timeout): no test can run, stock's neither."""
-    python = make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
+    python = make_test_venv(pcase.root, NEW_NAME, carrying_releases[NEW_NAME].tarball)
     shutil.rmtree(next(python.parent.parent.glob("lib/python*/site-packages/fake_timeout-1.0.dist-info")))
     stop = carry(pcase, wheels, expect=12).stderr
     assert "stopped: environment (not a patch's fault)" in stop and "stopped at" not in stop
@@ -182,9 +190,9 @@ GUARD_TEXT = (
 
 
 @pytest.fixture
-def guard_case(tmp_path, releases, monkeypatch):  # noqa: F811
+def guard_case(tmp_path, carrying_releases, monkeypatch):
     """0001 adds a Guard that no venv here passes, stock's neither (it needs a setup none has)."""
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
         project.apply()
         guard = f"Tests: tests/test_math.py::test_add\nGuard: {GUARD}::test_needs_env"
         project.commit_in_tree(
@@ -195,22 +203,30 @@ def guard_case(tmp_path, releases, monkeypatch):  # noqa: F811
         yield project
 
 
-def test_a_guard_that_fails_on_stock_too_is_the_environment_not_the_patch(guard_case, releases, wheels):  # noqa: F811
-    make_test_venv(guard_case.root, NEW_NAME, releases[NEW_NAME].tarball)  # vLLM imports: the canary passes
+def test_a_guard_that_fails_on_stock_too_is_the_environment_not_the_patch(
+    guard_case,
+    carrying_releases,
+    wheels,  # noqa: F811
+):
+    make_test_venv(
+        guard_case.root, NEW_NAME, carrying_releases[NEW_NAME].tarball
+    )  # vLLM imports: the canary passes
     stop = carry(guard_case, wheels, expect=12).stderr
     assert "stopped: environment (not a patch's fault)" in stop and "stopped at" not in stop
     assert f"1 test(s) fail on stock too: {GUARD}::test_needs_env" in stop
 
 
-def test_the_environment_stop_names_a_command_that_brings_proving_back(pcase, releases, wheels):  # noqa: F811
+def test_the_environment_stop_names_a_command_that_brings_proving_back(pcase, carrying_releases, wheels):  # noqa: F811
     """`make venv-vllm` alone keeps an up-to-date venv (and refuses this one, which it did not
     build): proving stayed off. The hint moves the venv aside and builds it anew."""
-    _break_venv(make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball))
+    _break_venv(make_test_venv(pcase.root, NEW_NAME, carrying_releases[NEW_NAME].tarball))
     stop = carry(pcase, wheels, expect=12).stderr
     venv = f".venv-vllm-{NEW_NAME}"
     assert f"build the venv anew (`mv {venv} {venv}.old && make venv-vllm BASE={NEW_NAME}`)" in stop
     assert pcase.cli("venv-vllm", NEW_NAME, expect=5)  # what the hint said before: refused
     subprocess.run(["mv", venv, f"{venv}.old"], cwd=pcase.root, check=True)
-    make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)  # the venv anew, its cause fixed
+    make_test_venv(
+        pcase.root, NEW_NAME, carrying_releases[NEW_NAME].tarball
+    )  # the venv anew, its cause fixed
     res = carry(pcase, wheels, expect=12)  # 0002's own test fails on v9.10.0: proven again, a breaks stop
     assert "not proving" not in res.stderr and "stopped at 0002-header-test.patch: breaks" in res.stderr

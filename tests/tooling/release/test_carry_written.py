@@ -14,7 +14,7 @@ import pytest
 
 from tkvseam import git
 
-from ..fixtures.carry import carry, releases, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
 from ..fixtures.gatecase import ARG_UTILS, fix_square, make_gate_queue, resolve_as_product
 
@@ -23,8 +23,8 @@ _GIT = ["-c", "user.name=A User", "-c", "user.email=user@example.com"]
 
 
 @pytest.fixture
-def gproject(tmp_path, releases, monkeypatch):  # noqa: F811
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
+def gproject(tmp_path, carrying_releases, monkeypatch):
+    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
         make_gate_queue(project)
         git_project(project.root)
         yield project

@@ -11,11 +11,11 @@ from tkvseam.bases.pins import load_bases
 from tkvseam.tree.state import Kind, PortProgress, TreeState
 
 from ..fixtures.carrying import NEW, NEW_NAME, OLD_NAME, status
-from ..fixtures.retire import cproject, releases  # noqa: F401  (fixtures)
+from ..fixtures.retire import carried_project  # noqa: F401  (fixtures)
 
 
-def test_retire_removes_queue_pin_lock_and_trees_keeping_a_copy(cproject):  # noqa: F811
-    root, cache = cproject.root, cproject.cache
+def test_retire_removes_queue_pin_lock_and_trees_keeping_a_copy(carried_project):  # noqa: F811
+    root, cache = carried_project.root, carried_project.cache
     bases_before = (root / "bases.toml").read_text()
     (root / "patches" / NEW_NAME / "NOTES.md").write_text("my notes\n")  # not part of the queue
     (root / f".venv-vllm-{NEW_NAME}").mkdir()
@@ -28,7 +28,7 @@ def test_retire_removes_queue_pin_lock_and_trees_keeping_a_copy(cproject):  # no
     other.write_text("{}")
     assert (cache / "bases" / f"{NEW_NAME}-sdist").is_dir()
 
-    out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
+    out = json.loads(carried_project.cli("retire", NEW_NAME, "--json").output)
 
     assert not (root / "patches" / NEW_NAME / "series").exists()
     assert (root / "patches" / NEW_NAME / "NOTES.md").read_text() == "my notes\n"
@@ -56,112 +56,116 @@ def test_retire_removes_queue_pin_lock_and_trees_keeping_a_copy(cproject):  # no
         ]
     )
     assert sorted(out["to_commit"]) == ["bases.toml", f"ci/lock-cpu-{NEW_NAME}.txt", f"patches/{NEW_NAME}"]
-    text = cproject.cli("carried").output.split()
+    text = carried_project.cli("carried").output.split()
     assert text == [OLD_NAME]
 
 
-def test_retire_refuses_the_top_level_queue_saying_why(cproject):  # noqa: F811
-    before = (cproject.root / "bases.toml").read_bytes()
-    err = cproject.cli("retire", OLD_NAME, expect=5).stderr
+def test_retire_refuses_the_top_level_queue_saying_why(carried_project):  # noqa: F811
+    before = (carried_project.root / "bases.toml").read_bytes()
+    err = carried_project.cli("retire", OLD_NAME, expect=5).stderr
     assert f"{OLD_NAME}'s queue is the top-level one (`series` + `patches/`)" in err
     assert (
         f"make apply BASE={OLD_NAME}" in err
         and "quilt push -a" in err
         and "next: .venv/bin/tkv-seam carried" in err
     )
-    assert (cproject.root / "bases.toml").read_bytes() == before and status(cproject.root) == []
-    assert not (cproject.root / "build" / "kept").exists()
+    assert (carried_project.root / "bases.toml").read_bytes() == before and status(carried_project.root) == []
+    assert not (carried_project.root / "build" / "kept").exists()
 
 
-def test_retire_of_an_unknown_base_or_through_a_symlink_is_refused(cproject, tmp_path):  # noqa: F811
-    err = cproject.cli("retire", "v1.2.3", expect=2).stderr
+def test_retire_of_an_unknown_base_or_through_a_symlink_is_refused(carried_project, tmp_path):  # noqa: F811
+    err = carried_project.cli("retire", "v1.2.3", expect=2).stderr
     assert "unknown base 'v1.2.3'" in err and f"known bases: {OLD_NAME}, {NEW_NAME}" in err
-    queue = cproject.root / "patches" / NEW_NAME
+    queue = carried_project.root / "patches" / NEW_NAME
     elsewhere = tmp_path / "elsewhere"
     os.replace(queue, elsewhere)
     queue.symlink_to(elsewhere)
-    err = cproject.cli("retire", NEW_NAME, expect=1).stderr  # the bases file's own check refuses it
+    err = carried_project.cli("retire", NEW_NAME, expect=1).stderr  # the bases file's own check refuses it
     assert "reached through a symlink" in err
-    assert (elsewhere / "series").exists() and (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()
+    assert (elsewhere / "series").exists() and (
+        carried_project.root / "ci" / f"lock-cpu-{NEW_NAME}.txt"
+    ).exists()
 
 
-def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(cproject, tmp_path):  # noqa: F811
-    tree = cproject.root / "build" / f"vllm-{NEW_NAME}"
+def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(carried_project, tmp_path):  # noqa: F811
+    tree = carried_project.root / "build" / f"vllm-{NEW_NAME}"
     (tree / "mine.txt").write_text("work in progress\n")
-    err = cproject.cli("retire", NEW_NAME, expect=5).stderr
+    err = carried_project.cli("retire", NEW_NAME, expect=5).stderr
     assert f"build/vllm-{NEW_NAME}: " in err and "mine.txt" in err and "FORCE=1" in err
-    assert (cproject.root / "patches" / NEW_NAME / "series").exists() and status(cproject.root) == []
-    out = json.loads(cproject.cli("retire", NEW_NAME, "--force", "--json").output)
+    assert (carried_project.root / "patches" / NEW_NAME / "series").exists() and status(
+        carried_project.root
+    ) == []
+    out = json.loads(carried_project.cli("retire", NEW_NAME, "--force", "--json").output)
     (moved,) = out["moved"]
     src, _, bundle = moved.partition(" -> ")
     assert src == f"build/vllm-{NEW_NAME}" and bundle.startswith(out["kept"]) and bundle.endswith(".bundle")
     assert not tree.exists()
     back = tmp_path / "back"
-    git.run(None, "clone", "-q", str(cproject.root / bundle), str(back))
-    git.run(back, "fetch", "-q", str(cproject.root / bundle), "refs/tkv-seam/kept/worktree:kept")
+    git.run(None, "clone", "-q", str(carried_project.root / bundle), str(back))
+    git.run(back, "fetch", "-q", str(carried_project.root / bundle), "refs/tkv-seam/kept/worktree:kept")
     assert git.run(back, "show", "kept:mine.txt").stdout == b"work in progress\n"
 
 
-def test_retire_refuses_a_base_a_port_is_carried_from(cproject):  # noqa: F811
-    port = cproject.root / "build" / "port-v9.11.0"
+def test_retire_refuses_a_base_a_port_is_carried_from(carried_project):  # noqa: F811
+    port = carried_project.root / "build" / "port-v9.11.0"
     (port / ".git").mkdir(parents=True)
     progress = PortProgress(NEW_NAME, "0" * 40, [f"patches/{NEW_NAME}/0001-x.patch"], current="0001-x.patch")
     TreeState(Kind.PORT, "v9.11.0", "sdist", "1" * 40, "2" * 9, "1" * 40, port=progress).save(port)
-    err = cproject.cli("retire", NEW_NAME, expect=5).stderr
+    err = carried_project.cli("retire", NEW_NAME, expect=5).stderr
     assert "build/port-v9.11.0: a port from v9.10.0's queue is in progress" in err
     assert "make port VERB=abort TO=v9.11.0" in err
-    assert status(cproject.root) == []
+    assert status(carried_project.root) == []
 
 
-def test_a_retire_killed_half_way_is_finished_by_running_it_again(cproject, crash_at):  # noqa: F811
+def test_a_retire_killed_half_way_is_finished_by_running_it_again(carried_project, crash_at):  # noqa: F811
     """A real process, killed (SIGKILL) after the queue and the lock went, before the pin did."""
     crash_at(
         "tkvseam.bases.file.remove_base",
         "--root",
-        str(cproject.root),
+        str(carried_project.root),
         "--cache",
-        str(cproject.cache),
+        str(carried_project.cache),
         "-q",
         "retire",
         NEW_NAME,
     )
-    assert not (cproject.root / "patches" / NEW_NAME / "series").exists()
-    assert NEW_NAME in load_bases(cproject.root / "bases.toml")  # the pin was still there
-    out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
+    assert not (carried_project.root / "patches" / NEW_NAME / "series").exists()
+    assert NEW_NAME in load_bases(carried_project.root / "bases.toml")  # the pin was still there
+    out = json.loads(carried_project.cli("retire", NEW_NAME, "--json").output)
     assert f"bases.toml: ['{NEW_NAME}'] and its .seam table" in out["removed"]
-    assert NEW_NAME not in load_bases(cproject.root / "bases.toml")
-    assert sorted(s.split()[-1] for s in status(cproject.root)) == [
+    assert NEW_NAME not in load_bases(carried_project.root / "bases.toml")
+    assert sorted(s.split()[-1] for s in status(carried_project.root)) == [
         "bases.toml",
         f"ci/lock-cpu-{NEW_NAME}.txt",
         f"patches/{NEW_NAME}/PORT.md",
         f"patches/{NEW_NAME}/series",
     ]
-    assert git.out(cproject.root, "ls-files", "--others", "--exclude-standard") == ""
+    assert git.out(carried_project.root, "ls-files", "--others", "--exclude-standard") == ""
 
 
-def test_retire_takes_no_path_for_a_name(cproject, tmp_path):  # noqa: F811
+def test_retire_takes_no_path_for_a_name(carried_project, tmp_path):  # noqa: F811
     victim = tmp_path / "victim"
     (victim / "series").parent.mkdir(parents=True)
     (victim / "series").write_text("x.patch\n")
     (victim / "x.patch").write_text("mine\n")
-    rel = os.path.relpath(victim, cproject.root / "patches")
-    err = cproject.cli("retire", rel, expect=2).stderr
+    rel = os.path.relpath(victim, carried_project.root / "patches")
+    err = carried_project.cli("retire", rel, expect=2).stderr
     assert f"{rel!r} is not a base name" in err
     assert (victim / "x.patch").read_text() == "mine\n"
-    err = cproject.cli("retire", NEW, expect=2).stderr  # 9.10.0 for v9.10.0
+    err = carried_project.cli("retire", NEW, expect=2).stderr  # 9.10.0 for v9.10.0
     assert f"next: make retire BASE={NEW_NAME}" in err
 
 
-def test_an_unknown_name_is_told_to_git_rm_only_a_directory_that_is_there(cproject):  # noqa: F811
-    root = cproject.root
+def test_an_unknown_name_is_told_to_git_rm_only_a_directory_that_is_there(carried_project):  # noqa: F811
+    root = carried_project.root
     top = "0001-cache-tweak.patch"  # a patch file of the top-level queue, as the real one holds
     (root / "patches" / top).write_text("From: x\n")
-    err = cproject.cli("retire", top, expect=2).stderr  # a file of the live top-level queue
+    err = carried_project.cli("retire", top, expect=2).stderr  # a file of the live top-level queue
     assert "git rm" not in err and f"patches/{top}" not in err, err
     (root / "patches" / "9.99.0").mkdir()
     (root / "patches" / "9.99.0" / "series").write_text("")
-    err = cproject.cli("retire", "9.99.0", expect=2).stderr
+    err = carried_project.cli("retire", "9.99.0", expect=2).stderr
     assert "patches/9.99.0/ exist but are no pinned base's" in err and "git rm" in err
     (root / "patches" / "9.98.0").symlink_to(root / "patches" / "9.99.0")
-    err = cproject.cli("retire", "9.98.0", expect=2).stderr  # reached through a link: not named
+    err = carried_project.cli("retire", "9.98.0", expect=2).stderr  # reached through a link: not named
     assert "git rm" not in err and "patches/9.98.0" not in err, err

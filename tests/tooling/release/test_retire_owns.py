@@ -27,7 +27,7 @@ import pytest
 from tkvseam import git
 from tkvseam.bases.pins import load_bases
 
-from ..fixtures.carrying import NEW_NAME, OLD_NAME, carrying_project, git_project, make_releases, status
+from ..fixtures.carrying import NEW_NAME, OLD_NAME, carrying_project, git_project, status
 from ..fixtures.pausing import paused, start, wait_for_text
 from ..fixtures.project import Project
 from ..fixtures.queue import make_two_patches
@@ -35,14 +35,9 @@ from ..fixtures.retire import carry_new
 from ..fixtures.upstream import NAME, NEXT_VERSION, bases_toml
 
 
-@pytest.fixture(scope="module")
-def creleases(tmp_path_factory):
-    return make_releases(tmp_path_factory.mktemp("upstream"))
-
-
 @pytest.fixture
-def cproject(tmp_path, creleases, monkeypatch):
-    with carrying_project(tmp_path, creleases, monkeypatch) as (project, _):
+def carried_with_patches(tmp_path, carrying_releases, monkeypatch):
+    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
         carry_new(project)
         for name in ("0001-cache-tweak.patch", "0002-add-mul.patch"):  # the top-level queue holds patches
             (project.root / "patches" / name).write_text(f"{name}\n")
@@ -64,43 +59,49 @@ def argv(project: Project, *args: str) -> list[str]:
         '{ series = "patches/../series", patches = "patches" }',
     ],
 )
-def test_the_top_level_queue_spelt_another_way_is_refused(cproject, spelling):
-    bases = cproject.root / "bases.toml"
+def test_the_top_level_queue_spelt_another_way_is_refused(carried_with_patches, spelling):
+    bases = carried_with_patches.root / "bases.toml"
     text = bases.read_text().replace(
         'queue = { series = "series", patches = "patches" }', f"queue = {spelling}"
     )
     bases.write_text(text)
     git.run(
-        cproject.root, "commit", "-qam", "respelt", env={"GIT_AUTHOR_NAME": "D", "GIT_AUTHOR_EMAIL": "d@x"}
+        carried_with_patches.root,
+        "commit",
+        "-qam",
+        "respelt",
+        env={"GIT_AUTHOR_NAME": "D", "GIT_AUTHOR_EMAIL": "d@x"},
     )
-    res = cproject.cli("retire", OLD_NAME, "--json", expect=None)
+    res = carried_with_patches.cli("retire", OLD_NAME, "--json", expect=None)
     if "patches/.." in spelling:  # the bases file itself refuses a queue path leaving its directory
         assert res.exit_code == 1 and "must be a path inside the project" in res.stderr
     else:
         assert res.exit_code == 5, res.output
         assert f"{OLD_NAME}'s queue is the top-level one" in json.loads(res.stdout)["error"]
-    assert status(cproject.root) == []  # series, the patches, the lock and the pin: all there
-    assert (cproject.root / "patches" / "0002-add-mul.patch").exists()
-    assert not (cproject.root / "build" / "dropped").exists()
+    assert status(carried_with_patches.root) == []  # series, the patches, the lock and the pin: all there
+    assert (carried_with_patches.root / "patches" / "0002-add-mul.patch").exists()
+    assert not (carried_with_patches.root / "build" / "dropped").exists()
 
 
-def test_a_name_that_is_no_base_is_a_usage_error_whatever_is_at_its_queue_path(cproject):
+def test_a_name_that_is_no_base_is_a_usage_error_whatever_is_at_its_queue_path(carried_with_patches):
     for name in ("0001-cache-tweak.patch", "9.9.9", "v8.0.0"):
-        res = cproject.cli("retire", name, "--json", expect=2)
+        res = carried_with_patches.cli("retire", name, "--json", expect=2)
         assert json.loads(res.stdout)["error"].startswith(f"unknown base {name!r}")
-    (cproject.root / "patches" / "v8.0.0").mkdir()  # a queue directory with no pin: not a base
-    (cproject.root / "patches" / "v8.0.0" / "series").write_text("x.patch\n")
-    (cproject.root / "ci" / "lock-cpu-v8.0.0.txt").write_text("vllm==8.0.0\n")
-    err = cproject.cli("retire", "v8.0.0", expect=2).stderr
+    (carried_with_patches.root / "patches" / "v8.0.0").mkdir()  # a queue directory with no pin: not a base
+    (carried_with_patches.root / "patches" / "v8.0.0" / "series").write_text("x.patch\n")
+    (carried_with_patches.root / "ci" / "lock-cpu-v8.0.0.txt").write_text("vllm==8.0.0\n")
+    err = carried_with_patches.cli("retire", "v8.0.0", expect=2).stderr
     assert "unknown base 'v8.0.0'" in err and "patches/v8.0.0" in err
-    assert (cproject.root / "patches" / "v8.0.0" / "series").exists()
-    assert (cproject.root / "ci" / "lock-cpu-v8.0.0.txt").exists()
-    assert (cproject.root / "patches" / "0001-cache-tweak.patch").read_text() == "0001-cache-tweak.patch\n"
-    assert not (cproject.root / "build" / "dropped").exists()
+    assert (carried_with_patches.root / "patches" / "v8.0.0" / "series").exists()
+    assert (carried_with_patches.root / "ci" / "lock-cpu-v8.0.0.txt").exists()
+    assert (
+        carried_with_patches.root / "patches" / "0001-cache-tweak.patch"
+    ).read_text() == "0001-cache-tweak.patch\n"
+    assert not (carried_with_patches.root / "build" / "dropped").exists()
 
 
-def test_the_shared_cache_is_left_for_the_other_checkouts(cproject, tmp_path, creleases):
-    cache = cproject.cache
+def test_the_shared_cache_is_left_for_the_other_checkouts(carried_with_patches, tmp_path, carrying_releases):
+    cache = carried_with_patches.cache
     entry = cache / "bases" / f"{NEW_NAME}-sdist"
     baseline = cache / "seamtest" / f"upstream-stock-{NEW_NAME}-0123.json"
     baseline.parent.mkdir(parents=True)
@@ -108,8 +109,8 @@ def test_the_shared_cache_is_left_for_the_other_checkouts(cproject, tmp_path, cr
     before = sorted(p.relative_to(cache) for p in entry.rglob("*"))
     # another checkout on the machine carrying the same base, with the same cache
     other = Project(tmp_path / "other", cache)
-    shutil.copytree(cproject.root, other.root, ignore=shutil.ignore_patterns("build"))
-    out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
+    shutil.copytree(carried_with_patches.root, other.root, ignore=shutil.ignore_patterns("build"))
+    out = json.loads(carried_with_patches.cli("retire", NEW_NAME, "--json").output)
     assert sorted(p.relative_to(cache) for p in entry.rglob("*")) == before and baseline.exists()
     assert any(line.startswith(f"cache: bases/{NEW_NAME}-sdist") and "shared" in line for line in out["left"])
     assert not [r for r in out["removed"] if r.startswith("cache:")]
@@ -117,14 +118,16 @@ def test_the_shared_cache_is_left_for_the_other_checkouts(cproject, tmp_path, cr
     assert json.loads(apply.output)["base"] == NEW_NAME
 
 
-def test_a_recovered_retire_says_to_commit_the_lock_it_deleted_before(cproject, crash_at):
-    crash_at("tkvseam.bases.file.remove_base", *argv(cproject, "retire", NEW_NAME))
-    assert not (cproject.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").exists()  # gone in the killed run
-    text = cproject.cli("retire", NEW_NAME).output
+def test_a_recovered_retire_says_to_commit_the_lock_it_deleted_before(carried_with_patches, crash_at):
+    crash_at("tkvseam.bases.file.remove_base", *argv(carried_with_patches, "retire", NEW_NAME))
+    assert not (
+        carried_with_patches.root / "ci" / f"lock-cpu-{NEW_NAME}.txt"
+    ).exists()  # gone in the killed run
+    text = carried_with_patches.cli("retire", NEW_NAME).output
     command = text.split("commit it: ", 1)[1].strip()
     assert f"ci/lock-cpu-{NEW_NAME}.txt" in command
-    subprocess.run(shlex.split(command), cwd=cproject.root, check=True)
-    assert sorted(status(cproject.root)) == sorted(
+    subprocess.run(shlex.split(command), cwd=carried_with_patches.root, check=True)
+    assert sorted(status(carried_with_patches.root)) == sorted(
         [
             "M  bases.toml",
             f"D  ci/lock-cpu-{NEW_NAME}.txt",
@@ -187,49 +190,62 @@ def _respell_new_queue(project: Project, series: str, patches: str) -> None:
     bases.write_text(text.replace(old, f'queue = {{ series = "{series}", patches = "{patches}" }}'))
 
 
-def test_a_series_outside_its_queue_directory_is_kept_too(cproject):
-    queue = cproject.root / "patches" / NEW_NAME
-    (cproject.root / "ci" / "series-new").write_text("0001-x.patch\n")
+def test_a_series_outside_its_queue_directory_is_kept_too(carried_with_patches):
+    queue = carried_with_patches.root / "patches" / NEW_NAME
+    (carried_with_patches.root / "ci" / "series-new").write_text("0001-x.patch\n")
     (queue / "0001-x.patch").write_text("x\n")
-    _respell_new_queue(cproject, "ci/series-new", f"patches/{NEW_NAME}")
-    out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
-    assert not (cproject.root / "ci" / "series-new").exists()
-    kept = cproject.root / out["kept"]
+    _respell_new_queue(carried_with_patches, "ci/series-new", f"patches/{NEW_NAME}")
+    out = json.loads(carried_with_patches.cli("retire", NEW_NAME, "--json").output)
+    assert not (carried_with_patches.root / "ci" / "series-new").exists()
+    kept = carried_with_patches.root / out["kept"]
     assert (kept / "ci" / "series-new").read_text() == "0001-x.patch\n"
     assert (kept / "patches" / NEW_NAME / "0001-x.patch").read_text() == "x\n"
 
 
-def test_a_series_listing_itself_is_retired_once(cproject):
-    (cproject.root / "patches" / NEW_NAME / "series").write_text("series\nPORT.md\n")
-    out = json.loads(cproject.cli("retire", NEW_NAME, "--json").output)
-    assert not (cproject.root / "patches" / NEW_NAME).exists()
-    assert NEW_NAME not in load_bases(cproject.root / "bases.toml") and out["left"][-1].startswith("cache: ")
+def test_a_series_listing_itself_is_retired_once(carried_with_patches):
+    (carried_with_patches.root / "patches" / NEW_NAME / "series").write_text("series\nPORT.md\n")
+    out = json.loads(carried_with_patches.cli("retire", NEW_NAME, "--json").output)
+    assert not (carried_with_patches.root / "patches" / NEW_NAME).exists()
+    assert NEW_NAME not in load_bases(carried_with_patches.root / "bases.toml") and out["left"][
+        -1
+    ].startswith("cache: ")
 
 
-def test_the_commit_hint_of_a_queue_path_with_a_space_runs_as_written(cproject):
-    old, new = cproject.root / "patches" / NEW_NAME, cproject.root / "patches" / "my queue"
+def test_the_commit_hint_of_a_queue_path_with_a_space_runs_as_written(carried_with_patches):
+    old, new = (
+        carried_with_patches.root / "patches" / NEW_NAME,
+        carried_with_patches.root / "patches" / "my queue",
+    )
     old.rename(new)
-    _respell_new_queue(cproject, "patches/my queue/series", "patches/my queue")
-    git.run(cproject.root, "add", "-A", ".")
-    git.run(cproject.root, "commit", "-qm", "moved", env={"GIT_AUTHOR_NAME": "D", "GIT_AUTHOR_EMAIL": "d@x"})
-    text = cproject.cli("retire", NEW_NAME).output
+    _respell_new_queue(carried_with_patches, "patches/my queue/series", "patches/my queue")
+    git.run(carried_with_patches.root, "add", "-A", ".")
+    git.run(
+        carried_with_patches.root,
+        "commit",
+        "-qm",
+        "moved",
+        env={"GIT_AUTHOR_NAME": "D", "GIT_AUTHOR_EMAIL": "d@x"},
+    )
+    text = carried_with_patches.cli("retire", NEW_NAME).output
     command = text.split("commit it: ", 1)[1].strip()
-    subprocess.run(shlex.split(command), cwd=cproject.root, check=True)
-    assert not [s for s in status(cproject.root) if s[1] != " "], status(cproject.root)  # all staged
+    subprocess.run(shlex.split(command), cwd=carried_with_patches.root, check=True)
+    assert not [s for s in status(carried_with_patches.root) if s[1] != " "], status(
+        carried_with_patches.root
+    )  # all staged
 
 
-def test_a_bases_file_outside_the_project_is_kept_and_edited(cproject, tmp_path):
+def test_a_bases_file_outside_the_project_is_kept_and_edited(carried_with_patches, tmp_path):
     outside = tmp_path / "elsewhere" / "bases.toml"
     outside.parent.mkdir()
-    shutil.copy(cproject.root / "bases.toml", outside)
-    out = json.loads(cproject.cli("--bases", str(outside), "retire", NEW_NAME, "--json").output)
-    assert NEW_NAME not in load_bases(outside, cproject.root)
-    assert (cproject.root / out["kept"] / "_outside").is_dir()
+    shutil.copy(carried_with_patches.root / "bases.toml", outside)
+    out = json.loads(carried_with_patches.cli("--bases", str(outside), "retire", NEW_NAME, "--json").output)
+    assert NEW_NAME not in load_bases(outside, carried_with_patches.root)
+    assert (carried_with_patches.root / out["kept"] / "_outside").is_dir()
 
 
-def test_two_retires_at_once_retire_once(cproject, tmp_path):
-    runs = [start(*argv(cproject, "retire", NEW_NAME, "--json")) for _ in range(2)]
+def test_two_retires_at_once_retire_once(carried_with_patches, tmp_path):
+    runs = [start(*argv(carried_with_patches, "retire", NEW_NAME, "--json")) for _ in range(2)]
     results = [(r.wait(timeout=300), r.communicate()) for r in runs]
     assert sorted(code for code, _ in results) == [0, 2], results
-    assert len(list((cproject.root / "build" / "dropped").iterdir())) == 1
-    assert NEW_NAME not in load_bases(cproject.root / "bases.toml")
+    assert len(list((carried_with_patches.root / "build" / "dropped").iterdir())) == 1
+    assert NEW_NAME not in load_bases(carried_with_patches.root / "bases.toml")

@@ -12,27 +12,12 @@ from tkvseam.errors import SeamError
 from tkvseam.release.seamtable import plugin_pin, ruff_from_pre_commit
 
 from ..fixtures.carrying import (
-    NEW,
     NEW_NAME,
     OLD_NAME,
     PLUGIN_HASH,
     PRE_COMMIT,
-    carrying_project,
-    make_releases,
 )
 from ..fixtures.index import listing_index
-
-
-@pytest.fixture(scope="module")
-def releases(tmp_path_factory):
-    return make_releases(tmp_path_factory.mktemp("upstream"))
-
-
-@pytest.fixture
-def cproject(tmp_path, releases, monkeypatch):
-    with carrying_project(tmp_path, releases, monkeypatch) as (project, _):
-        project.cli("pin", NEW)
-        yield project
 
 
 @pytest.mark.parametrize(
@@ -67,52 +52,52 @@ def test_ruff_of_a_config_without_ruff_pre_commit_or_its_rev_is_an_error_naming_
         assert e.value.hint.endswith(".venv/bin/tkv-seam seam-table v9.10.0 --ruff <version>")
 
 
-def test_seam_table_carries_the_older_base_over_and_lists_every_test_file(cproject):
-    before = (cproject.root / "bases.toml").read_text()
-    out = cproject.cli("seam-table", NEW_NAME).output
+def test_seam_table_carries_the_older_base_over_and_lists_every_test_file(pinned_project):
+    before = (pinned_project.root / "bases.toml").read_text()
+    out = pinned_project.cli("seam-table", NEW_NAME).output
     assert "ruff     0.14.0 (vllm-9.10.0.tar.gz:.pre-commit-config.yaml)" in out  # v9.9.9 has 0.13.0
     assert f"plugin   turbo-attn==1.0.0 (1 hash(es)) ({OLD_NAME}'s pin)" in out
     assert "kept     tests/test_math.py" in out
     assert "moved    tests/test_moved.py -> tests/unit/test_moved.py" in out
     assert "dropped  tests/test_gone.py (not in the new sdist, no rename found)" in out
     assert f"{NEW_NAME}: .seam table written in bases.toml, from {OLD_NAME}'s" in out
-    seam = load_bases(cproject.root / "bases.toml")[NEW_NAME].seam
+    seam = load_bases(pinned_project.root / "bases.toml")[NEW_NAME].seam
     assert seam.ruff == "0.14.0"
     assert (seam.plugin.requirement, seam.plugin.hashes) == ("turbo-attn==1.0.0", (PLUGIN_HASH,))
     assert seam.upstream_tests == ("tests/test_math.py", "tests/unit/test_moved.py")
     # the CPU test venv's rules are carried over as data, each exclusion with its reason
-    old = load_bases(cproject.root / "bases.toml")[OLD_NAME].seam.cpu
+    old = load_bases(pinned_project.root / "bases.toml")[OLD_NAME].seam.cpu
     assert seam.cpu == old and seam.cpu.excluded == ("torchvision", "torchaudio", "torchcodec")
     assert f"cpu      torch local; left out: torchvision, torchaudio, torchcodec ({OLD_NAME}'s)" in out
-    after = (cproject.root / "bases.toml").read_text()
+    after = (pinned_project.root / "bases.toml").read_text()
     assert f"[\"{NEW_NAME}\".seam.cpu]\n# the CPU test venv's rules, {OLD_NAME}'s" in after
     assert after.startswith(before)  # the rest of the file byte for byte; the table goes last here
     assert f'["{NEW_NAME}".seam]\n# written by `tkv-seam seam-table {NEW_NAME}`' in after
     assert "# moved tests/test_moved.py -> tests/unit/test_moved.py" in after
     # written once: the same values again change nothing
-    again = json.loads(cproject.cli("seam-table", NEW_NAME, "--json").output)
-    assert again["status"] == "unchanged" and (cproject.root / "bases.toml").read_text() == after
+    again = json.loads(pinned_project.cli("seam-table", NEW_NAME, "--json").output)
+    assert again["status"] == "unchanged" and (pinned_project.root / "bases.toml").read_text() == after
 
 
-def test_a_table_someone_extended_is_refused_then_replaced_with_force_keeping_the_old_file(cproject):
-    cproject.cli("seam-table", NEW_NAME)
-    path = cproject.root / "bases.toml"
+def test_a_table_someone_extended_is_refused_then_replaced_with_force_keeping_the_old_file(pinned_project):
+    pinned_project.cli("seam-table", NEW_NAME)
+    path = pinned_project.root / "bases.toml"
     extended = path.read_text().replace(
         '    "tests/unit/test_moved.py",\n', '    "tests/unit/test_moved.py",\n    "tests/mine.py",\n'
     )
     path.write_text(extended)
-    err = cproject.cli("seam-table", NEW_NAME, expect=5).stderr
+    err = pinned_project.cli("seam-table", NEW_NAME, expect=5).stderr
     assert "already has a .seam table with other values" in err
     assert "upstream_tests: only in the bases file: tests/mine.py" in err and "FORCE=1" in err
     assert path.read_text() == extended
-    out = json.loads(cproject.cli("seam-table", NEW_NAME, "--force", "--json").output)
+    out = json.loads(pinned_project.cli("seam-table", NEW_NAME, "--force", "--json").output)
     assert out["status"] == "written"
-    kept = cproject.root / out["kept"] / "bases.toml"
+    kept = pinned_project.root / out["kept"] / "bases.toml"
     assert kept.read_text() == extended
     assert "tests/mine.py" not in path.read_text()
 
 
-def test_a_given_plugin_is_hash_pinned_from_the_index(cproject, monkeypatch):
+def test_a_given_plugin_is_hash_pinned_from_the_index(pinned_project, monkeypatch):
     files = [
         {"filename": "turbo_attn-2.0.0-py3-none-any.whl", "hashes": {"sha256": "11" * 32}},
         {"filename": "turbo_attn-2.0.0.tar.gz", "hashes": {"sha256": "22" * 32}},
@@ -129,17 +114,17 @@ def test_a_given_plugin_is_hash_pinned_from_the_index(cproject, monkeypatch):
         assert e.value.exit_code == 2, bad
 
 
-def test_a_table_is_carried_forward_only(cproject):
-    err = cproject.cli("seam-table", OLD_NAME, expect=1).stderr
+def test_a_table_is_carried_forward_only(pinned_project):
+    err = pinned_project.cli("seam-table", OLD_NAME, expect=1).stderr
     assert f"no carried base is older than {OLD_NAME}: nothing to carry it from" in err
-    err = cproject.cli("seam-table", OLD_NAME, "--from", NEW_NAME, expect=2).stderr
+    err = pinned_project.cli("seam-table", OLD_NAME, "--from", NEW_NAME, expect=2).stderr
     assert f"{NEW_NAME} is not older than {OLD_NAME}" in err
-    err = cproject.cli("seam-table", "v1.2.3", expect=2).stderr
+    err = pinned_project.cli("seam-table", "v1.2.3", expect=2).stderr
     assert "unknown base 'v1.2.3'" in err and "make pin VERSION=" in err
-    assert tomllib.loads((cproject.root / "bases.toml").read_text())[NEW_NAME].get("seam") is None
+    assert tomllib.loads((pinned_project.root / "bases.toml").read_text())[NEW_NAME].get("seam") is None
 
 
-def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
+def test_two_seam_tables_at_once_never_overwrite_each_other(pinned_project):
     """Both runs derived their table seeing none; both wrote: the second replaced the first's
     without FORCE=1 and kept nothing. Real processes, held at the bases file's lock."""
     from tkvseam.layout import lock_of
@@ -147,9 +132,11 @@ def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
 
     from ..fixtures.processes import said, start
 
-    bases = cproject.root / "bases.toml"
+    bases = pinned_project.root / "bases.toml"
     with locked(lock_of(bases), "test"):
-        runs = [start(cproject, "seam-table", NEW_NAME, "--ruff", v, "--json") for v in ("0.20.0", "0.21.0")]
+        runs = [
+            start(pinned_project, "seam-table", NEW_NAME, "--ruff", v, "--json") for v in ("0.20.0", "0.21.0")
+        ]
         for run in runs:  # (they may take turns on the cached sdist first)
             assert "waiting for another tkv-seam run on the bases file" in said(run, "on the bases file")
     outs = sorted((run.wait(), run.stdout.read()) for run in runs)
@@ -182,16 +169,22 @@ def test_two_seam_tables_at_once_never_overwrite_each_other(cproject):
         ),
     ],
 )
-def test_a_bad_option_is_a_usage_error_naming_a_command_before_any_clone(cproject, args, code, error, hint):
-    out = json.loads(cproject.cli("seam-table", NEW_NAME, *args, "--json", expect=code).stdout)
+def test_a_bad_option_is_a_usage_error_naming_a_command_before_any_clone(
+    pinned_project, args, code, error, hint
+):
+    out = json.loads(pinned_project.cli("seam-table", NEW_NAME, *args, "--json", expect=code).stdout)
     assert out["error"].startswith(error) and out["hint"].startswith(hint), out
-    assert not (cproject.cache / "bases").exists()
+    assert not (pinned_project.cache / "bases").exists()
 
 
-def test_from_a_base_not_older_names_a_command_that_works(cproject):
+def test_from_a_base_not_older_names_a_command_that_works(pinned_project):
     """seam-table <oldest> --from <itself>: the hint was `make seam-table BASE=<oldest>`, which has
     no older base to carry from either."""
-    out = json.loads(cproject.cli("seam-table", OLD_NAME, "--from", OLD_NAME, "--json", expect=2).stdout)
+    out = json.loads(
+        pinned_project.cli("seam-table", OLD_NAME, "--from", OLD_NAME, "--json", expect=2).stdout
+    )
     assert out["hint"] == ".venv/bin/tkv-seam carried   (lists the bases with a queue)"
-    out = json.loads(cproject.cli("seam-table", NEW_NAME, "--from", NEW_NAME, "--json", expect=2).stdout)
+    out = json.loads(
+        pinned_project.cli("seam-table", NEW_NAME, "--from", NEW_NAME, "--json", expect=2).stdout
+    )
     assert out["hint"] == f"make seam-table BASE={NEW_NAME}   (from the newest carried base older than it)"

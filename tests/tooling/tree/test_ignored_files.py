@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
 
 from tkvseam import git
 
-from ..fixtures.carrying import carrying_project, git_project, make_releases, NEW_NAME
+from ..fixtures.carrying import NEW_NAME
 from ..fixtures.portcase import NEXT, port, port_tree
 from ..fixtures.queue import message
+from ..fixtures.retire import carried_project  # noqa: F401  (a fixture)
 from ..fixtures.upstream import bases_toml, NAME, NEXT_VERSION
 
 
@@ -165,35 +165,16 @@ def test_port_start_over_a_finished_port_refuses_its_ignored_files(project, rele
 # --------------------------------------------------------------------------- retire
 
 
-@pytest.fixture(scope="module")
-def carrying_releases(tmp_path_factory):
-    return make_releases(tmp_path_factory.mktemp("upstream"))
-
-
-@pytest.fixture
-def cproject(tmp_path, carrying_releases, monkeypatch):
-    """v9.10.0 carried with its own (empty) queue and lock, applied, the project committed."""
-    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
-        project.cli("pin", NEW_NAME.removeprefix("v"))
-        queue = project.root / "patches" / NEW_NAME
-        queue.mkdir(parents=True)
-        (queue / "series").write_text("# the v9.10.0 queue\n")
-        (project.root / "ci" / f"lock-cpu-{NEW_NAME}.txt").write_text("# header\nvllm==9.10.0\n")
-        project.cli("apply", "--base", NEW_NAME)
-        git_project(project.root)
-        yield project
-
-
-def test_retire_refuses_a_tree_holding_ignored_files_and_force_bundles_them(cproject, tmp_path):
-    tree = cproject.root / "build" / f"vllm-{NEW_NAME}"
+def test_retire_refuses_a_tree_holding_ignored_files_and_force_bundles_them(carried_project, tmp_path):  # noqa: F811
+    tree = carried_project.root / "build" / f"vllm-{NEW_NAME}"
     _ignore_in(tree)
     (tree / ".env").write_text("HF_TOKEN=x\n")
-    err = cproject.cli("retire", NEW_NAME, expect=5).stderr
+    err = carried_project.cli("retire", NEW_NAME, expect=5).stderr
     assert "!! .env" in err and "FORCE=1" in err
-    assert (tree / ".env").exists() and (cproject.root / "patches" / NEW_NAME / "series").exists()
-    out = json.loads(cproject.cli("retire", NEW_NAME, "--force", "--json").output)
+    assert (tree / ".env").exists() and (carried_project.root / "patches" / NEW_NAME / "series").exists()
+    out = json.loads(carried_project.cli("retire", NEW_NAME, "--force", "--json").output)
     (moved,) = out["moved"]
-    bundle = cproject.root / moved.partition(" -> ")[2]
+    bundle = carried_project.root / moved.partition(" -> ")[2]
     clone = tmp_path / "back"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(bundle), str(clone)], check=True)
     ref = "refs/tkv-seam/kept/worktree"
