@@ -78,9 +78,9 @@ class CrashAt:
     process that is killed (SIGKILL, nothing runs after it) at the ``nth`` call of ``target``
     whose arguments' repr contains ``when``: before that call, or right after it returns.
 
-    ``target`` is ``module.function`` (``tkvseam.git.commit``, ``os.replace``) or
+    ``target`` is ``module.function`` (``tkvseam.git.index.commit``, ``os.replace``) or
     ``module:Class.method``; the code under test must look it up there at call time (the
-    gateway's ``git.commit(...)``, not a name imported from elsewhere). Returns the finished
+    gateway's ``git.index.commit(...)``, not a name imported from elsewhere). Returns the finished
     process; asserts it was killed (the point was reached).
     """
 

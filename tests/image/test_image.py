@@ -143,7 +143,7 @@ def images(api, tree):
 
 
 def blob_sha(tree: Path, commit: str, path: str) -> str:
-    return hashlib.sha256(git.run(tree, "show", f"{commit}:{path}").stdout).hexdigest()
+    return hashlib.sha256(git.core.run(tree, "show", f"{commit}:{path}").stdout).hexdigest()
 
 
 def run_in(image: str, script: str) -> str:
@@ -185,11 +185,11 @@ def test_overlay_replaces_exactly_the_patched_files(api, tree, images):
     hashes = json.loads(run_in(out["tag"], HASH_ALL))
     # the overlay is what the applied tree changed under vllm/ (git's view, not the patches')
     assert patched == sorted(
-        p for p in git.out(path, "diff", "--name-only", state.base_commit, "HEAD", "--", "vllm/").split()
+        p for p in git.core.out(path, "diff", "--name-only", state.base_commit, "HEAD", "--", "vllm/").split()
     )
     pristine = [
         p
-        for p in git.out(path, "ls-tree", "-r", "--name-only", state.base_commit, "vllm/").split()
+        for p in git.core.out(path, "ls-tree", "-r", "--name-only", state.base_commit, "vllm/").split()
         if p.endswith(".py")
     ]
     assert set(hashes) == set(pristine)
@@ -277,7 +277,7 @@ def test_plugin_installed_hash_checked_changes_no_other_package(api, tree, image
     assert labels["io.tkv-seam.turbo-attn.hashes"] == ",".join(PINS.seam.plugin.hashes)
     assert labels[STAND_IN_LABEL] == "true"
     assert labels[SOURCE_LABEL] == SOURCE
-    assert labels[REVISION_LABEL].split("-")[0] == git.out(ROOT, "rev-parse", "HEAD")
+    assert labels[REVISION_LABEL].split("-")[0] == git.core.out(ROOT, "rev-parse", "HEAD")
     assert labels["org.opencontainers.image.base.digest"] == api.inspect_image(images["uv"])["Id"]
 
 
@@ -427,7 +427,7 @@ def test_the_real_path_tags_plainly_and_push_prints_the_registry_digest(
     _, config = _get(f"{url}/v2/tkv-seam/vllm-openai/blobs/{json.loads(body)['config']['digest']}")
     labels = json.loads(config)["config"]["Labels"]
     assert labels[SOURCE_LABEL] == SOURCE
-    assert labels[REVISION_LABEL].split("-")[0] == git.out(ROOT, "rev-parse", "HEAD")
+    assert labels[REVISION_LABEL].split("-")[0] == git.core.out(ROOT, "rev-parse", "HEAD")
     assert labels["io.tkv-seam.series.digest"] == state.digest
     # the base's registry digest when the engine has one, else (built here) its image id
     assert labels["org.opencontainers.image.base.digest"] == (digest or api.inspect_image(official)["Id"])

@@ -31,7 +31,7 @@ GENERATOR = Path("docs/mkdocs/gen_files/generate_attention_backends.py")
 
 def _checkout(commit: str, dest: Path) -> Path:
     """The files the generator reads (vllm/ and the generator) at ``commit``."""
-    data = git.run(TREE, "archive", "--format=tar", commit, "vllm", str(GENERATOR.parent)).stdout
+    data = git.core.run(TREE, "archive", "--format=tar", commit, "vllm", str(GENERATOR.parent)).stdout
     dest.mkdir()
     subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
     return dest
@@ -61,7 +61,7 @@ def base_commit() -> str:
 
 
 def test_generated_backend_docs_are_stock(tmp_path, monkeypatch, base_commit):
-    head = git.out(TREE, "rev-parse", "HEAD")
+    head = git.core.out(TREE, "rev-parse", "HEAD")
     stock_module, stock = _run_generator(_checkout(base_commit, tmp_path / "stock"), monkeypatch)
     patched_module, patched = _run_generator(_checkout(head, tmp_path / "patched"), monkeypatch)
 

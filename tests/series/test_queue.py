@@ -88,11 +88,11 @@ def test_footprint_is_what_the_applied_tree_changes(patches, state):
     """The queue's files (read from its patches) are the files git sees changed between the
     base commit and the applied tree's HEAD; the overlay is their vllm/ part, each file one the
     pristine base has (an overlay replaces, never adds); besides it only tests and PROTOCOL.md."""
-    changed = git.out(TREE, "diff", "--name-only", state.base_commit, state.head).split()
+    changed = git.core.out(TREE, "diff", "--name-only", state.base_commit, state.head).split()
     assert sorted(changed) == list(FOOTPRINT.files)
     assert overlay_paths(patches) == list(FOOTPRINT.vllm_files)
     assert sorted(p for p in changed if p.startswith("vllm/")) == list(FOOTPRINT.vllm_files)
-    pristine = set(git.out(TREE, "ls-tree", "-r", "--name-only", state.base_commit, "vllm/").split())
+    pristine = set(git.core.out(TREE, "ls-tree", "-r", "--name-only", state.base_commit, "vllm/").split())
     assert set(FOOTPRINT.vllm_files) <= pristine
     assert all(p.startswith("tests/") or p == "PROTOCOL.md" for p in FOOTPRINT.other_files), FOOTPRINT
     assert not [p for p in FOOTPRINT.files if p.endswith("__init__.py")]
@@ -133,7 +133,7 @@ def test_every_code_patch_has_a_guard_and_says_where_it_belongs(patches):
 
 
 def _pristine_copy(state, dest: Path) -> None:
-    data = git.run(TREE, "archive", "--format=tar", state.base_commit).stdout
+    data = git.core.run(TREE, "archive", "--format=tar", state.base_commit).stdout
     dest.mkdir()
     subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
 
@@ -154,15 +154,17 @@ def test_quilt_push_all_applies_without_fuzz(tmp_path, state):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "offset" not in proc.stdout and "fuzz" not in proc.stdout
     for path in FOOTPRINT.files:
-        assert (work / path).read_bytes() == git.run(TREE, "show", f"{state.head}:{path}").stdout, path
+        assert (work / path).read_bytes() == git.core.run(TREE, "show", f"{state.head}:{path}").stdout, path
 
 
 def test_git_am_in_series_order_gives_the_same_tree(tmp_path, state):
     work = tmp_path / "am"
-    git.run(None, "clone", "-q", "--no-checkout", "--local", str(TREE), str(work))
-    git.run(work, "checkout", "-q", "-b", "am", state.base_commit)
+    git.core.run(None, "clone", "-q", "--no-checkout", "--local", str(TREE), str(work))
+    git.core.run(work, "checkout", "-q", "-b", "am", state.base_commit)
     names = read_series(ROOT, QUEUE, BASE).names
-    git.run(work, "am", "-q", "--no-3way", *[str(ROOT / QUEUE.patches / n) for n in names])
-    assert git.out(work, "rev-parse", "HEAD^{tree}") == git.out(TREE, "rev-parse", f"{state.head}^{{tree}}")
-    subjects = git.out(work, "log", "--format=%s", f"{state.base_commit}..HEAD").splitlines()
+    git.core.run(work, "am", "-q", "--no-3way", *[str(ROOT / QUEUE.patches / n) for n in names])
+    assert git.core.out(work, "rev-parse", "HEAD^{tree}") == git.core.out(
+        TREE, "rev-parse", f"{state.head}^{{tree}}"
+    )
+    subjects = git.core.out(work, "log", "--format=%s", f"{state.base_commit}..HEAD").splitlines()
     assert [s.split(":")[0] for s in reversed(subjects)] == SLUGS

@@ -351,7 +351,7 @@ def _unreadable_hint(path: Path, root: Path | None = None) -> str:
     """The next step for a bases file that cannot be read: see what changed in it, get it back
     from git, or (no such file where the project should be) name the project's directory. A file
     outside the project (``--bases /etc/passwd``) is never one to fix: give --bases another."""
-    top = git.toplevel(path.parent) if path.parent.is_dir() else None
+    top = git.index.toplevel(path.parent) if path.parent.is_dir() else None
     real = path.parent.resolve() / path.name
     rel = real.relative_to(top).as_posix() if top is not None and real.is_relative_to(top) else None
     ours = root is None or real.is_relative_to(Path(root).resolve())
@@ -366,7 +366,7 @@ def _unreadable_hint(path: Path, root: Path | None = None) -> str:
             if rel
             else f"read {hints.quote(path)} and fix it"
         )
-    if rel and git.exists_at(top, "HEAD", rel):  # deleted from a checkout that has it
+    if rel and git.repo.exists_at(top, "HEAD", rel):  # deleted from a checkout that has it
         return hints.shell("git", "-C", top, "checkout", "--", rel)
     if path.name != "bases.toml":  # --bases named it
         return "give --bases an existing bases file (or leave --bases out: the project's bases.toml)"

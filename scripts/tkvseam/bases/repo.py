@@ -98,12 +98,12 @@ def _check_repo(repo: Path, commit: str, tree_id: str | None, full: bool) -> str
     object it reaches is present (``fsck --connectivity-only``). ``full``: every object's
     content is hashed again (``git fsck``, a few seconds on vLLM; ``fetch`` does it).
     """
-    tree = git.tree_of(repo, commit)
+    tree = git.repo.tree_of(repo, commit)
     if tree is None:
         return f"the base commit {commit[:12]} cannot be read"
     if tree_id and tree != tree_id:
         return f"the base commit's tree is {tree[:12]}, recorded {tree_id[:12]}"
-    return git.fsck(repo, commit, full)
+    return git.repo.fsck(repo, commit, full)
 
 
 def _interrupted_builds(bases_dir: Path, name: str) -> list[Path]:
@@ -157,14 +157,14 @@ def _build_sdist_repo(base: Base, tarball: Path, repo: Path, progress: Progress)
     try:
         tree = work / "tree"
         progress.step(f"record pristine {base.name} in git")
-        git.init(tree, branch="base")
-        commit = git.commit(
+        git.repo.init(tree, branch="base")
+        commit = git.index.commit(
             tree,
             f"vLLM {base.tag} ({upstream}) pristine base from {base.sdist.filename}\n",
             BASE_AUTHOR,
         )
         BaseRecord(
-            base.name, base.sdist.sha256, commit, git.rev_parse(tree, f"{commit}^{{tree}}"), upstream
+            base.name, base.sdist.sha256, commit, git.repo.rev_parse(tree, f"{commit}^{{tree}}"), upstream
         ).save(tree)
         if repo.exists():
             os.replace(repo, work / "old")  # removed with work below
@@ -197,13 +197,13 @@ def git_base_repo(
             shutil.rmtree(leftover, ignore_errors=True)
         if mirror.exists():
             progress.step(f"fetch {base.tag} from {url}")
-            git.fetch_tags(mirror, url)
+            git.repo.fetch_tags(mirror, url)
         else:
             progress.step(f"clone {url}")
             mirror.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{slug}.clone-", dir=mirror.parent))
             try:
-                git.clone_bare(url, tmp / "m.git")
+                git.repo.clone_bare(url, tmp / "m.git")
                 os.replace(tmp / "m.git", mirror)
             except SeamError as e:
                 raise NetworkError(
@@ -211,7 +211,7 @@ def git_base_repo(
                 ) from e
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-        commit = git.resolve(mirror, f"refs/tags/{base.tag}^{{commit}}")
+        commit = git.repo.resolve(mirror, f"refs/tags/{base.tag}^{{commit}}")
         if commit is None:
             raise VerifyError(f"{url} has no tag {base.tag}", hint=f"git ls-remote --tags {url}")
         if not base.commit_matches(commit):

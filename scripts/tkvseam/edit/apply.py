@@ -83,12 +83,12 @@ def build_tree(
     branches: name -> commit, recorded so that they are never taken for the user's)."""
     progress.step(f"clone the pristine base {base_commit[:12]}")
     tree = scratch / "tree"
-    git.clone_local(repo_path, tree)
-    cloned = {ref: git.rev_parse(tree, ref) for ref in git.refs(tree, "refs/")}
-    git.tag(tree, BASE_TAG, base_commit)
+    git.repo.clone_local(repo_path, tree)
+    cloned = {ref: git.repo.rev_parse(tree, ref) for ref in git.repo.refs(tree, "refs/")}
+    git.repo.tag(tree, BASE_TAG, base_commit)
     applied = commit_series(tree, base_commit, patches, progress, origin=f"the cached base {repo_path}")
     progress.step("check out the patched tree")
-    git.checkout_branch(tree, BRANCH, applied[-1].commit if applied else base_commit)
+    git.index.checkout_branch(tree, BRANCH, applied[-1].commit if applied else base_commit)
     return tree, applied, cloned
 
 
@@ -99,12 +99,12 @@ def keep_superseded(
     since (a patch file edited, reverted by hand, pulled). When the project's git does not hold
     every patch file those commits make (a refresh reverted by hand: nowhere else), they are kept
     in a ref of the tree before the queue replaces them (said, and returned for ``dropped``)."""
-    head = git.head(seam.path)
+    head = git.repo.head(seam.path)
     if head != state.head or head == state.base_commit:  # moved: the user's work, judged before
         return []
-    project = git.toplevel(root)
+    project = git.index.toplevel(root)
     texts, _ = export_texts(seam.path, state.base_commit)
-    if project is not None and all(git.holds_blob(project, t.encode()) for t in texts.values()):
+    if project is not None and all(git.index.holds_blob(project, t.encode()) for t in texts.values()):
         return []  # each is in the project's git (a commit, the index, a stash): nothing to lose
     ref = seam.keep_dropped(UserWork(seam.path), "apply (the queue changed since the tree was applied)")
     progress.warn(
@@ -138,7 +138,9 @@ def apply_series(
         # Files git ignores: a switch in place leaves them, a rebuild judges them (below). A tree with
         # edits is rebuilt, so the refusal names them with the edits: --force would drop them too.
         before = seam.load()
-        rebuilt = not force and before is not None and not before.pending and bool(git.status_paths(tree))
+        rebuilt = (
+            not force and before is not None and not before.pending and bool(git.index.status_paths(tree))
+        )
         state, dropped = seam.check_replaceable(
             (Kind.APPLY, Kind.PORT),
             "tkv-seam apply",
@@ -180,7 +182,7 @@ def apply_series(
                 upstream_commit_prefix=base.commit_prefix,
             )
 
-        if state and state.base_commit == repo.commit and not git.status_paths(tree):
+        if state and state.base_commit == repo.commit and not git.index.status_paths(tree):
             # Same base, clean tree: build the commits in its object store, then move the
             # tree to them; a failing patch leaves it exactly as it was.
             result = result_for(commit_series(tree, repo.commit, patches, progress), state.clone_refs)

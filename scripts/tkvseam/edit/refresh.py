@@ -1,6 +1,6 @@
 """Refresh: turn the build tree's commits after the base back into the base's own queue.
 
-The output is canonical ``git format-patch`` text, made byte-stable (``git.format_patch``
+The output is canonical ``git format-patch`` text, made byte-stable (``git.repo.format_patch``
 gives each flag's reason) with the ``Date:`` header dropped: no timestamps.
 The queue is written by ``queue.writer.write_queue``, as ``port finish`` writes it.
 """
@@ -90,7 +90,7 @@ def fold_hint(tree: Path, state: TreeState, dirty: list[tuple[str, str]]) -> str
 def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Progress) -> list[Exported]:
     tree = seam.path
     state = seam.require(Kind.APPLY, base.name, f"refresh (into {base.queue.series})")
-    dirty = git.status_paths(tree)
+    dirty = git.index.status_paths(tree)
     if dirty:
         shown = "\n".join(f"    {st.strip() or '??'} {path}" for st, path in dirty[:10])
         raise RefusedError(

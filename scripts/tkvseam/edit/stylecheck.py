@@ -303,11 +303,11 @@ def prefix_problems(
     for k in ks:
         if not files_at[k]:
             continue
-        for entry in git.ls_tree(tree, chain[k], files_at[k]):
+        for entry in git.repo.ls_tree(tree, chain[k], files_at[k]):
             held.setdefault((entry.path, entry.id), []).append(k)
     problems = []
     for (path, blob), prefixes in sorted(held.items(), key=lambda item: (item[1][0], item[0][0])):
-        found = _blob_problems(exe, tree, path, git.read_blob(tree, blob))
+        found = _blob_problems(exe, tree, path, git.repo.read_blob(tree, blob))
         if not found:
             continue
         first, last = prefixes[0], prefixes[-1]

@@ -126,11 +126,11 @@ def provenance(root: Path, source: str | None = None) -> tuple[str, str]:
     The commit gets ``-dirty`` when an input of the image (``IMAGE_INPUTS``) has changes
     not committed; the source is ``source`` or the ``origin`` remote, without credentials.
     """
-    commit = (git.resolve(root, "HEAD") or "") if git.toplevel(root) else ""
+    commit = (git.repo.resolve(root, "HEAD") or "") if git.index.toplevel(root) else ""
     if commit:
-        commit += "-dirty" if git.status_paths(root, list(IMAGE_INPUTS)) else ""
+        commit += "-dirty" if git.index.status_paths(root, list(IMAGE_INPUTS)) else ""
     if source is None:
-        source = git.remote_url(root, "origin") or ""
+        source = git.repo.remote_url(root, "origin") or ""
     return _public_url(source), commit
 
 

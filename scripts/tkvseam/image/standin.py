@@ -183,7 +183,7 @@ def build_stand_in(
     ``packages``: name -> version of the metadata-only dist-infos to add; ``uv``: the
     binary to put in /usr/local/bin (None: neither uv nor pip in the image).
     """
-    listing = git.files_at(tree, base_commit, "vllm/")
+    listing = git.repo.files_at(tree, base_commit, "vllm/")
     paths = [p for p in listing if p.endswith(".py")]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "image.tar"
@@ -192,7 +192,7 @@ def build_stand_in(
             for d in ["usr/local/lib/python3.12", SITE, *sorted({f"{SITE}/{Path(p).parent}" for p in paths})]:
                 _add_dir(tar, d, present)  # directory entries first, so every parent has sane modes
             for path in paths:
-                data = git.show_required(tree, base_commit, path)
+                data = git.repo.show_required(tree, base_commit, path)
                 _add(tar, f"{SITE}/{path}", data)
             for name, version in sorted((packages or {}).items()):
                 info = f"{SITE}/{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"

@@ -95,7 +95,7 @@ class Staged(Answer):
 
 
 def _blob(tree: Path, commit: str, path: str) -> bytes:
-    return git.show_required(tree, commit, path)
+    return git.repo.show_required(tree, commit, path)
 
 
 def stage(
@@ -104,7 +104,7 @@ def stage(
     """Write manifest.json and overlay/ for ``commit`` of the build tree into ``dest``."""
     state = SeamTree(tree).state()
     base_commit = state.base_commit
-    named = None if commit.startswith("-") else git.resolve(tree, f"{commit}^{{commit}}")
+    named = None if commit.startswith("-") else git.repo.resolve(tree, f"{commit}^{{commit}}")
     if named is None:
         raise UsageError(
             f"--commit {commit}: no such commit in {tree}",

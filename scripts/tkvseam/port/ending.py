@@ -47,7 +47,7 @@ def queue_problems(root: Path, base: Base, cache: Path, progress: Progress = QUI
     scratch = Path(tempfile.mkdtemp(prefix=f"written-{base.name}-", dir=layout.scratch(root)))
     try:
         clone = scratch / "repo"
-        git.clone_local(repo.path, clone)
+        git.repo.clone_local(repo.path, clone)
         try:
             applied = commit_series(clone, repo.commit, patches, progress, origin=str(repo.path))
         except ApplyError as e:
@@ -56,7 +56,7 @@ def queue_problems(root: Path, base: Base, cache: Path, progress: Progress = QUI
         progress.step(
             f"style gate of {base.queue.patches}/ as written: {len(files)} file(s), ruff {base.seam.ruff}"
         )
-        git.checkout_branch(clone, "written", tip)
+        git.index.checkout_branch(clone, "written", tip)
         problems += tree_problems(exe, clone, files)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

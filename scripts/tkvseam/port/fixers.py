@@ -134,7 +134,7 @@ def run_fixers(exe: str, tree: Path, paths: list[str]) -> list[Did]:
     """Fix and format each staged file of ``paths`` in ``tree``; what changed, file by file."""
     did: list[Did] = []
     for path in paths:
-        data = git.show(tree, "", path)  # ":path": the index
+        data = git.repo.show(tree, "", path)  # ":path": the index
         if data is None:
             continue
         text = data.decode("utf-8", "surrogateescape")
@@ -143,7 +143,7 @@ def run_fixers(exe: str, tree: Path, paths: list[str]) -> list[Did]:
         if formatted == text:
             continue
         (tree / path).write_bytes(formatted.encode("utf-8", "surrogateescape"))
-        git.stage(tree, [path])
+        git.index.stage(tree, [path])
         did += by_check + by_format
     return did
 

@@ -188,7 +188,7 @@ def how_applied(r: PatchReport | None) -> How:
 
 def _py_paths(tree: Path, patch: Patch) -> list[str]:
     """The .py files the patch leaves, and any other .py file staged (a resolution may touch more)."""
-    paths = {fc.new for fc in patch.files if fc.new} | set(git.staged_paths(tree))
+    paths = {fc.new for fc in patch.files if fc.new} | set(git.index.staged_paths(tree))
     return sorted(p for p in paths if p.endswith(".py"))
 
 
@@ -230,7 +230,7 @@ def staged_problems(session: Gated, patch: Patch) -> list[str]:
     ruff = _ruff(session) if paths else None
     problems = []
     for path in paths:
-        data = git.show(tree, "", path)  # ":path": the index
+        data = git.repo.show(tree, "", path)  # ":path": the index
         if data is not None:  # None: deleted by the patch
             problems += blob_problems(session, ruff, path, data)
     return problems
@@ -249,7 +249,7 @@ def _fix(session: Gated, patch: Patch) -> list[Did]:
 
 def _gated_files(tree: Path, patch: Patch) -> dict[str, str]:
     """The blob of each .py file the gate checked, as staged (what ``regate`` compares with)."""
-    return {path: blob for path in _py_paths(tree, patch) if (blob := git.blob_id(tree, "", path))}
+    return {path: blob for path in _py_paths(tree, patch) if (blob := git.repo.blob_id(tree, "", path))}
 
 
 def check_patch(
@@ -401,11 +401,11 @@ def regate(session: Gated, state: TreeState) -> None:
             set(gated)
             | {
                 p
-                for p in git.changed_paths(session.path, f"{d.commit}^", d.commit, only="d")
+                for p in git.repo.changed_paths(session.path, f"{d.commit}^", d.commit, only="d")
                 if p.endswith(".py")
             }
         )
-        now = {e.path: e.id for e in git.ls_tree(session.path, d.commit, paths)}
+        now = {e.path: e.id for e in git.repo.ls_tree(session.path, d.commit, paths)}
         if now == gated:
             continue
         ruff = ruff or _ruff(session)
@@ -413,7 +413,7 @@ def regate(session: Gated, state: TreeState) -> None:
         problems = [
             line
             for path, blob in sorted(now.items())
-            for line in blob_problems(session, ruff, path, git.read_blob(session.path, blob))
+            for line in blob_problems(session, ruff, path, git.repo.read_blob(session.path, blob))
         ]
         entry.files, entry.gate = now, Gate.BREAKS if problems else Gate.OK
         entry.proven = Proof.NOT_PROVEN  # what was proven is not what the commit holds now
@@ -427,7 +427,7 @@ def regate(session: Gated, state: TreeState) -> None:
                     problems,
                     what=f"its commit {d.commit[:12]} was changed after it passed the gate, and fails it",
                 ),
-                _amend_hint(session, d.slug, bool(git.staged_paths(session.path))),
+                _amend_hint(session, d.slug, bool(git.index.staged_paths(session.path))),
                 d.name,
                 problems,
             )

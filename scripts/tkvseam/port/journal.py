@@ -218,18 +218,18 @@ class PortJournal:
                 p.committing = None
                 self.save(state)
             return None
-        info = git.commit_info(self.path, head)
+        info = git.repo.commit_info(self.path, head)
         patch = self.patch(p, p.next)
         if (
             info.parents[:1] != (parent,)
-            or info.subject != git.Commit("", (), git.TOOL, patch.header.message).subject
+            or info.subject != git.core.Commit("", (), git.core.TOOL, patch.header.message).subject
         ):
             return None
         if c:
             status = c.status
         elif p.current:  # the user committed the stopped patch by hand: back to staged, so that
             # continue checks it and runs the gate on it (a commit is never let past the gate)
-            git.reset_soft(self.path, parent)
+            git.index.reset_soft(self.path, parent)
             atomic_write(self.message_file, info.message)
             return (
                 f"{patch.name}: your commit {head[:12]} of it is staged again (its message in "
@@ -250,7 +250,7 @@ class PortJournal:
         if p.finished or head == state.head:
             return
         ported = [d for d in p.done if d.commit]
-        found = list(reversed(git.subjects(self.path, head, f"^{state.base_commit}")))
+        found = list(reversed(git.repo.subjects(self.path, head, f"^{state.base_commit}")))
         slugs = [subject.split(":", 1)[0] for _, subject in found]
         if slugs == [d.slug for d in ported]:
             for d, (commit, _) in zip(ported, found):
@@ -261,7 +261,7 @@ class PortJournal:
             )
             self.save(state)
             return
-        branch = git.branch(self.path)
+        branch = git.repo.branch(self.path)
         raise RefusedError(
             f"{self.path}: HEAD is {head[:12]}"
             + (f" ({branch.removeprefix('refs/heads/')})" if branch else " (detached)")
@@ -283,4 +283,4 @@ class PortJournal:
         if left:
             ref = self.seam.keep_dropped(left, why)
             self.progress.warn(f"{len(left.dirty)} changed file(s) in {self.path} kept in {ref} before {why}")
-            git.reset_clean(self.path, "HEAD")
+            git.index.reset_clean(self.path, "HEAD")

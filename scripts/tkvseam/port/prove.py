@@ -51,7 +51,9 @@ class _PortRunner(Runner):
         self.patches = self.port_patches
         self.base_commit, self.commits = self.port_chain[0], self.port_chain[1:]
         # the overlay: what the prefix changed in vllm/ (a resolution may touch files the old patch did not)
-        self.overlay = git.changed_paths(self.tree, self.base_commit, self.commits[-1], ["vllm"], only="M")
+        self.overlay = git.repo.changed_paths(
+            self.tree, self.base_commit, self.commits[-1], ["vllm"], only="M"
+        )
 
 
 def prove_patch(
@@ -79,9 +81,9 @@ def prove_patch(
     started = time.monotonic()
     session.progress.step(f"prove [{k}/{len(p.series)}] {patch.name}: {len(nodes)} test(s) on {state.base}")
     tree = session.path
-    snapshot = git.snapshot_index(tree, f"tkv-seam prove {patch.name}\n")
+    snapshot = git.index.snapshot_index(tree, f"tkv-seam prove {patch.name}\n")
     done = [session.journal.patch(p, i) for i, d in enumerate(p.done) if d.commit]
-    chain = [state.base_commit, *git.commits_after(tree, state.base_commit), snapshot]
+    chain = [state.base_commit, *git.repo.commits_after(tree, state.base_commit), snapshot]
     work = layout.seamtest_work(session.root, f"port-{state.base}")
     try:
         runner = _PortRunner(
@@ -110,7 +112,7 @@ def prove_patch(
     except SeamError as e:
         if e.message.startswith("pytest could not run"):
             log = work / "logs" / f"prove-{k:02d}.log"
-            changed = git.changed_paths(tree, state.base_commit, snapshot, list(environment.STARTUP))
+            changed = git.repo.changed_paths(tree, state.base_commit, snapshot, list(environment.STARTUP))
             why = environment.cannot_start(log.read_text() if log.is_file() else "", bool(changed))
             if not why:  # the nodes, not the venv: node ids not found, or the patch changed the conftest
                 return [f"{node}: not run (pytest could not run them; log {log})" for node in nodes]

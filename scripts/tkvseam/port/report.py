@@ -94,7 +94,7 @@ def report(
                         failed_tests.setdefault(f.path, []).append(patch.header.slug)
                 if r.conflicts:
                     tree.resolve_ours(r.conflicts)
-                git.commit(tree.path, patch.header.message, patch.header.author)
+                git.index.commit(tree.path, patch.header.message, patch.header.author)
                 reports.append(r)
                 by_slug[patch.header.slug] = r
             return reports

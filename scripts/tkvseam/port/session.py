@@ -234,7 +234,7 @@ class PortSession:
                 for line in self.resolutions.record(self.path, patch, message):
                     self.progress.step(f"{patch.name}: {line} (git rerere)")
             self.journal.begin(state, patch, DoneStatus.RESOLVED)
-            commit = git.commit_index(self.path, message, git.Person.parse(patch.header.author))
+            commit = git.index.commit_index(self.path, message, git.core.Person.parse(patch.header.author))
             self.journal.record(state, patch, DoneStatus.RESOLVED, commit, message)
             self._say_environment(patch)
             self._advance(state)
@@ -289,7 +289,9 @@ class PortSession:
         """How to drop the queue a finished port wrote: back to git's (a queue git tracks), or
         remove it (a new queue, which git does not track yet)."""
         queue = self.to_base.queue
-        if git.toplevel(self.root) is not None and git.exists_at(self.root, "HEAD", f"./{queue.patches}"):
+        if git.index.toplevel(self.root) is not None and git.repo.exists_at(
+            self.root, "HEAD", f"./{queue.patches}"
+        ):
             return (
                 f"drop the queue it wrote: `{hints.shell('git', 'checkout', '--', queue.patches)}` (back to the "
                 f"committed queue; `{hints.shell('git', 'status', '--', queue.patches)}` names the files it added)"
@@ -353,9 +355,9 @@ class PortSession:
                 f"{current}: still unmerged: {', '.join(unmerged)}",
                 hint=f"resolve them, `{git_c(tree, 'add', *unmerged)}`, then `{self.command('continue')}`",
             )
-        unstaged = git.unstaged_paths(tree)
+        unstaged = git.index.unstaged_paths(tree)
         if unstaged:
-            changed = [p for p in unstaged if git.exists_at(tree, "HEAD", p)]
+            changed = [p for p in unstaged if git.repo.exists_at(tree, "HEAD", p)]
             new = [p for p in unstaged if p not in changed]  # untracked: the user's, never dropped by a hint
             drop = [f"drop the edits (`{git_c(tree, 'checkout', '--', *changed)}`)"] if changed else []
             drop += [f"move {', '.join(new)} out of {hints.quote(tree)}"] if new else []
@@ -364,14 +366,14 @@ class PortSession:
                 hint=f"stage them (`{git_c(tree, 'add', *unstaged)}`) or {' and '.join(drop)}, "
                 f"then `{self.command('continue')}`",
             )
-        if not git.staged_paths(tree):
+        if not git.index.staged_paths(tree):
             raise RefusedError(
                 f"{current}: nothing staged to commit",
                 hint=f"stage your resolution (`{git_c(tree, 'add', '<files>')}`), or `{self.command('skip', REASON=WHY)}`",
             )
         marked = [
             line
-            for line in git.staged_diff(tree).splitlines()
+            for line in git.index.staged_diff(tree).splitlines()
             if line.startswith("+") and line[1:].startswith(_MARKERS)
         ]
         if marked:
@@ -447,9 +449,11 @@ class PortSession:
         # the patch's own files only: a linter's cache or a user's file left in the tree stays out
         own = [p for f in r.files for p in (f.path, f.moved_to) if p]
         own = [
-            p for p in dict.fromkeys(own) if (self.path / p).exists() or git.exists_at(self.path, "HEAD", p)
+            p
+            for p in dict.fromkeys(own)
+            if (self.path / p).exists() or git.repo.exists_at(self.path, "HEAD", p)
         ]
-        commit = git.commit(self.path, message, patch.header.author, paths=own or None)
+        commit = git.index.commit(self.path, message, patch.header.author, paths=own or None)
         self.journal.record(state, patch, status, commit, message, note=r.note)
 
     def _say_environment(self, patch: Patch) -> None:

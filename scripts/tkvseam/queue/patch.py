@@ -148,8 +148,8 @@ def _restore_hint(name: str, path: Path | None) -> str:
     """How to get a damaged patch file back: from git when git tracks it (its own path, which runs
     from anywhere in the project), else by exporting it again from its build tree."""
     again = "re-export it from the build tree that holds its commit (`make refresh BASE=<base>`)"
-    if path is not None and path.is_absolute() and git.toplevel(path.parent) is not None:
-        if git.exists_at(path.parent, "HEAD", f"./{path.name}"):
+    if path is not None and path.is_absolute() and git.index.toplevel(path.parent) is not None:
+        if git.repo.exists_at(path.parent, "HEAD", f"./{path.name}"):
             return f"restore {name} from git (`{hints.shell('git', 'checkout', '--', path)}`), or {again}"
     return again
 

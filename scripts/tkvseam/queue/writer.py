@@ -73,9 +73,9 @@ def queue_digest(root: Path, queue: Queue) -> str:
 def queue_edits(root: Path, queue: Queue) -> list[tuple[str, str]]:
     """Uncommitted changes (and untracked files) of the queue in the project's git; none when the
     project is not a git repository."""
-    if git.toplevel(root) is None:
+    if git.index.toplevel(root) is None:
         return []
-    return [(st.strip() or "??", p) for st, p in git.status_paths(root, [queue.series, queue.patches])]
+    return [(st.strip() or "??", p) for st, p in git.index.status_paths(root, [queue.series, queue.patches])]
 
 
 def changed_files(before: dict[str, bytes], root: Path) -> dict[str, bytes]:

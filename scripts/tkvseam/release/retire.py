@@ -318,13 +318,13 @@ def _to_commit(root: Path, bases_file: Path, paths: list[str], changed: list[str
     changed (also what a killed run before this one deleted); without git, what this run changed."""
     if bases_file.parent.resolve() == root.resolve():
         paths = [*paths, bases_file.name]
-    if git.toplevel(root) is None:
+    if git.index.toplevel(root) is None:
         return changed
     out = []
     for rel in dict.fromkeys(paths):
         if any(rel == o or rel.startswith(f"{o}/") for o in out):  # the queue's series, inside it
             continue
-        if git.status_paths(root, [rel]):
+        if git.index.status_paths(root, [rel]):
             out.append(rel)
     return out
 

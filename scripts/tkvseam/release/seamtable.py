@@ -246,18 +246,18 @@ def renames(old: BaseRepo, new: BaseRepo, paths: list[str], top: str = "tests") 
     (``git diff -M`` over ``top``, in a scratch repository borrowing both repos' objects)."""
     scratch = Path(tempfile.mkdtemp(prefix="tkv-seam-renames-"))
     try:
-        git.init(scratch)
+        git.repo.init(scratch)
         alternates = scratch / ".git" / "objects" / "info" / "alternates"
         alternates.parent.mkdir(parents=True, exist_ok=True)
         alternates.write_text(f"{_objects(old.path)}\n{_objects(new.path)}\n")
-        moved = git.renames(scratch, old.commit, new.commit, [top], similarity="50%")
+        moved = git.repo.renames(scratch, old.commit, new.commit, [top], similarity="50%")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return {p: moved[p][0] for p in paths if moved.get(p)}
 
 
 def _exists(repo: BaseRepo, path: str) -> bool:
-    return git.exists_at(repo.path, repo.commit, path)
+    return git.repo.exists_at(repo.path, repo.commit, path)
 
 
 def upstream_tests(old: BaseRepo, new: BaseRepo, paths: tuple[str, ...]) -> list[TestFile]:
@@ -326,7 +326,7 @@ def derive(
     new_repo, _ = base_repo(new, cache, index_url=index_url, progress=progress)
     if not ruff:
         where = f"{new.sdist.filename}:{PRE_COMMIT}"
-        config = git.show(new_repo.path, new_repo.commit, PRE_COMMIT)
+        config = git.repo.show(new_repo.path, new_repo.commit, PRE_COMMIT)
         if config is None:
             raise SeamError(
                 f"{new.sdist.filename} has no {PRE_COMMIT}",

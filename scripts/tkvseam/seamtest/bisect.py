@@ -81,7 +81,7 @@ def compile_errors(tree, commit: str, paths: list[str]) -> list[str]:
     for path in paths:
         if not path.endswith(".py"):
             continue
-        data = git.show(tree, commit, path)
+        data = git.repo.show(tree, commit, path)
         if data is None:
             continue  # not yet created at this prefix
         try:
@@ -113,7 +113,7 @@ class BisectLane:
     def _static_key(self, r: Runner, j: int, touched: list[str]) -> str:
         """What prefix j's compile and style checks read: the tree at j, the files patches 1..j
         touch, the base's ruff pin, the tool."""
-        tree_id = git.rev_parse(r.tree, f"{r.chain[j]}^{{tree}}")
+        tree_id = git.repo.rev_parse(r.tree, f"{r.chain[j]}^{{tree}}")
         return digest(
             {"tool": keys.tool_source(), "tree": tree_id, "touched": touched, "ruff": r.base.seam.ruff}
         )
@@ -171,13 +171,13 @@ class BisectLane:
     def _merge(self, r: Runner, j: int, here: list[str], nxt: list[str]):
         """A root holding patch j's files at j and patch j+1's at j+1, or None when they cannot share one."""
         chain = r.chain
-        changed = set(git.changed_paths(r.tree, chain[j], chain[j + 1], ["tests", "pyproject.toml"]))
+        changed = set(git.repo.changed_paths(r.tree, chain[j], chain[j + 1], ["tests", "pyproject.toml"]))
         next_files = {_file(n) for n in nxt}
         if not changed <= next_files:
             return None
         extra, renamed = [], {}
         for path in sorted(next_files & changed):
-            existed = git.exists_at(r.tree, chain[j], path)
+            existed = git.repo.exists_at(r.tree, chain[j], path)
             dest = _next_name(path) if existed else path
             extra.append((dest, chain[j + 1], path))
             renamed[path] = dest

@@ -91,7 +91,7 @@ class CommandLane:
             parts["base"] = {k: v for k, v in inputs.items() if k != "interpreter"}
             parts["queue"] = keys.queue(self.root, self.base)
             tree = layout.build_tree(self.root, self.base.name)
-            parts["tree"] = git.rev_parse(tree, "HEAD^{tree}") if tree.is_dir() else "missing"
+            parts["tree"] = git.repo.rev_parse(tree, "HEAD^{tree}") if tree.is_dir() else "missing"
             if self.plugin:
                 parts["plugin_pin"] = self.base.seam.plugin.requirements_txt()
         return digest(parts)

@@ -83,9 +83,9 @@ def require_queue(root: Path, tree: Path, base: str, state, digests: dict[str, s
     """The tree's commits are the queue as it is now (what ``make`` applies before each lane; the
     tool alone does not): its HEAD is the one apply or refresh recorded, and the patch files it
     was made from are the queue's, byte for byte and in order. Else RefusedError (exit 5)."""
-    if git.head(tree) != state.head:
+    if git.repo.head(tree) != state.head:
         raise RefusedError(
-            f"{tree} holds commits the queue does not (HEAD {git.head(tree)[:12]}, recorded "
+            f"{tree} holds commits the queue does not (HEAD {git.repo.head(tree)[:12]}, recorded "
             f"{state.head[:12]}): the seam tests test the queue, refused",
             hint=f"{hints.rerun('refresh', root, base, tree)}   (the commits into the queue), then the lane again",
         )

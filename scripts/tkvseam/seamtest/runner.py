@@ -153,7 +153,7 @@ class Runner:
         inputs.require_queue(root, tree, base.name, state, series.file_digests())
         patches = series.load()
         again = hints.rerun("apply", root, base.name, tree)
-        commits = git.commits_after(tree, state.base_commit)
+        commits = git.repo.commits_after(tree, state.base_commit)
         if len(commits) != len(patches):
             raise SeamError(f"{tree} has {len(commits)} commits for {len(patches)} patches", hint=again)
         return cls(root, tree, *args, patches=patches, base_commit=state.base_commit, commits=commits, **kw)
@@ -217,8 +217,10 @@ class Runner:
             if dest.exists():
                 return dest
             # pyproject.toml: pytest's configuration (every vLLM release has one; a tree without it runs bare)
-            config = ["pyproject.toml"] if git.exists_at(self.tree, root.commit, "pyproject.toml") else []
-            data = git.archive(self.tree, root.commit, ["tests", *config])
+            config = (
+                ["pyproject.toml"] if git.repo.exists_at(self.tree, root.commit, "pyproject.toml") else []
+            )
+            data = git.repo.archive(self.tree, root.commit, ["tests", *config])
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -229,7 +231,7 @@ class Runner:
             for path, commit, source in root.extra:
                 out = tmp / path
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(git.show_required(self.tree, commit, source))
+                out.write_bytes(git.repo.show_required(self.tree, commit, source))
             tmp.rename(dest)
         return dest
 
@@ -305,7 +307,7 @@ class Runner:
     # -- what a job reads ----------------------------------------------------------
 
     def _tree_id(self, commit: str) -> str:
-        return git.rev_parse(self.tree, f"{commit}^{{tree}}")
+        return git.repo.rev_parse(self.tree, f"{commit}^{{tree}}")
 
     def venv_state(self, venv: Path) -> str:
         """``keys.venv_state`` of a slot's venv, the overlay's files left out (the installer checks them)."""
@@ -344,7 +346,7 @@ class Runner:
             "pristine": self._tree_id(self.base_commit),
             "overlay": self._tree_id(job.commit),
             "tests": tests,
-            "extra": [(d, git.rev_parse(self.tree, f"{c}:{p}")) for d, c, p in job.root.extra],
+            "extra": [(d, git.repo.rev_parse(self.tree, f"{c}:{p}")) for d, c, p in job.root.extra],
             "targets": list(job.targets),
             "env": sorted((k, v) for k, v in env.items()),
             "environ": keys.environment(os.environ),

@@ -93,8 +93,8 @@ class UpstreamLane:
             "base": r.base.name,
             "base_sdist_sha256": r.base.sdist.sha256,
             # git tree ids: a digest of every file under tests/ (conftests and helpers too)
-            "tests_tree": git.rev_parse(r.tree, f"{r.base_commit}:tests"),
-            "pyproject": git.rev_parse(r.tree, f"{r.base_commit}:pyproject.toml"),
+            "tests_tree": git.repo.rev_parse(r.tree, f"{r.base_commit}:tests"),
+            "pyproject": git.repo.rev_parse(r.tree, f"{r.base_commit}:pyproject.toml"),
             "files": list(self._files(r)),
             "lock_sha256": sha256_of(r.root / r.base.cpu_lock),
             "hf_configs": _digest_dir(r.root / HF_CONFIGS),

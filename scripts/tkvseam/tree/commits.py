@@ -29,8 +29,8 @@ def symlinked_path(repo: Path, commit: str, patch: Patch) -> tuple[str, str] | N
     symlink at ``commit``; None when there is none."""
     paths = {p for fc in patch.files for p in (fc.old, fc.new) if p}
     prefixes = sorted({str(Path(*Path(p).parts[: i + 1])) for p in paths for i in range(len(Path(p).parts))})
-    for entry in git.ls_tree(repo, commit, prefixes):
-        if entry.mode == git.SYMLINK_MODE:
+    for entry in git.repo.ls_tree(repo, commit, prefixes):
+        if entry.mode == git.core.SYMLINK_MODE:
             bad = next(p for p in sorted(paths) if p == entry.path or p.startswith(entry.path + "/"))
             return bad, entry.path
     return None
@@ -48,14 +48,14 @@ def _read_base_file(
 ) -> tuple[str | None, str | None]:
     """(text, mode) of ``path`` at ``commit``, (None, None) when absent; CorruptObject when unreadable."""
     try:
-        entry = git.tree_entry(repo, commit, path)
+        entry = git.repo.tree_entry(repo, commit, path)
         if entry is None:
             return None, None
-        if entry.mode == git.TREE_MODE:
+        if entry.mode == git.core.TREE_MODE:
             raise ApplyError(
                 f"{patch.name}: {path}: is a directory at {commit[:12]}, the patch treats it as a file"
             )
-        return git.read_blob(repo, entry.id).decode("utf-8", "surrogateescape"), entry.mode
+        return git.repo.read_blob(repo, entry.id).decode("utf-8", "surrogateescape"), entry.mode
     except ApplyError:
         raise
     except SeamError as e:
@@ -76,7 +76,7 @@ def commit_series(
     contents: dict[str, str | None] = {}
     modes: dict[str, str | None] = {}
     parent, applied = base_commit, []
-    with git.private_index(repo, base_commit) as index:
+    with git.index.private_index(repo, base_commit) as index:
         for k, patch in enumerate(patches, 1):
             progress.step(f"apply [{k}/{len(patches)}] {patch.name}")
             refuse_symlinked_paths(repo, parent, patch)
@@ -95,14 +95,14 @@ def commit_series(
                 if new_text is None:
                     entries.append(("0", "", target))
                 else:
-                    sha = git.hash_blob(repo, new_text.encode("utf-8", "surrogateescape"))
+                    sha = git.index.hash_blob(repo, new_text.encode("utf-8", "surrogateescape"))
                     mode = fc.new_mode or modes.get(target) or "100644"
                     modes[target] = mode
                     entries.append((mode, sha, target))
-            git.update_index(repo, index, entries)
-            tree = git.write_tree(repo, index)
-            parent = git.commit_tree(
-                repo, tree, [parent], patch.header.message, git.Person.parse(patch.header.author)
+            git.index.update_index(repo, index, entries)
+            tree = git.index.write_tree(repo, index)
+            parent = git.index.commit_tree(
+                repo, tree, [parent], patch.header.message, git.core.Person.parse(patch.header.author)
             )
             applied.append(AppliedPatch(patch.name, parent, [fc.new or fc.old for fc in patch.files]))
     return applied

@@ -24,7 +24,7 @@ from .state import AppliedPatch, TreeState
 
 def format_commit(tree: Path, commit: str) -> str:
     """One commit as canonical patch text."""
-    data = git.format_patch(tree, commit)
+    data = git.repo.format_patch(tree, commit)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -42,13 +42,13 @@ def format_commit(tree: Path, commit: str) -> str:
 
 
 def commits_after_base(tree: Path, base_commit: str) -> list[str]:
-    merges = git.merges_after(tree, base_commit)
+    merges = git.repo.merges_after(tree, base_commit)
     if merges:
         raise SeamError(
             f"{tree}: merge commits after the base cannot be exported: {merges[0][:12]}",
             hint=f"linearise the branch (`{hints.shell('git', '-C', tree, 'rebase', BASE_TAG)}`) and refresh again",
         )
-    return git.commits_after(tree, base_commit)
+    return git.repo.commits_after(tree, base_commit)
 
 
 def export_texts(tree: Path, base_commit: str) -> tuple[dict[str, str], list[str]]:
@@ -88,7 +88,7 @@ def record_export(tree: Path, state: TreeState, base: Base, root: Path, order: l
     """Record in ``state`` what the queue now holds: its patches (name, commit, files), HEAD, digests."""
     series = read_series(root, base.queue)
     commits = commits_after_base(tree, state.base_commit)
-    state.patches = [AppliedPatch(n, c, git.files_of(tree, c)) for n, c in zip(order, commits)]
-    state.head = git.head(tree)
+    state.patches = [AppliedPatch(n, c, git.repo.files_of(tree, c)) for n, c in zip(order, commits)]
+    state.head = git.repo.head(tree)
     state.digest = inputs_digest(base, state.source, series)
     state.inputs = series.file_digests()

@@ -44,10 +44,10 @@ def regions(text: str) -> list[tuple[int, int, Region]] | None:
     out = []
     i = 0
     marks = (
-        "<" * git.MARKER_SIZE + " ",
-        "|" * git.MARKER_SIZE + " ",
-        "=" * git.MARKER_SIZE,
-        ">" * git.MARKER_SIZE + " ",
+        "<" * git.merge.MARKER_SIZE + " ",
+        "|" * git.merge.MARKER_SIZE + " ",
+        "=" * git.merge.MARKER_SIZE,
+        ">" * git.merge.MARKER_SIZE + " ",
     )
     while i < len(lines):
         if not lines[i].startswith(marks[0]):
@@ -130,10 +130,10 @@ def merge_region(region: Region) -> tuple[list[str], list[str], list[str]] | Non
 def merge_conflicts(repo: Path, path: str, sort: Sort) -> tuple[str, str] | None:
     """(the file merged, what was done) when every conflict of ``path`` (unmerged in ``repo``'s
     index) is an import-only conflict and the base's sort places the result; None otherwise."""
-    sides = [git.show(repo, f":{n}", path) for n in (2, 1, 3)]  # ours, base, theirs
+    sides = [git.repo.show(repo, f":{n}", path) for n in (2, 1, 3)]  # ours, base, theirs
     if any(s is None for s in sides):
         return None
-    merged, clean = git.merge_diff3(repo, *sides)  # type: ignore[arg-type]
+    merged, clean = git.merge.merge_diff3(repo, *sides)  # type: ignore[arg-type]
     text = merged.decode("utf-8", "surrogateescape")
     found = regions(text) if not clean else None
     if not found:

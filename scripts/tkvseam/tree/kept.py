@@ -103,21 +103,21 @@ def keep_dropped(tree: Path, work: UserWork, reason: str) -> str:
     recoverable. A repository inside the tree (``work.nested``) cannot be kept so: refused.
     """
     refuse_nested(work, "run the command again")
-    head = git.head(tree)
+    head = git.repo.head(tree)
     commit = (
-        git.snapshot_worktree(tree, f"tkv-seam: kept before {reason}\n", ignored=bool(work.ignored))
+        git.index.snapshot_worktree(tree, f"tkv-seam: kept before {reason}\n", ignored=bool(work.ignored))
         if work.dirty
         else head
     )
     if work.moved_seam:  # one ref reaching both: a commit of the same files on HEAD's and seam's
-        commit = git.commit_tree(
+        commit = git.index.commit_tree(
             tree,
-            git.tree_of(tree, commit),
+            git.repo.tree_of(tree, commit),
             [commit, work.moved_seam],
             f"tkv-seam: kept before {reason} (second parent: the branch {BRANCH})\n",
         )
     ref = f"{DROPPED_REFS}/{stamp()}"
-    git.update_ref(tree, ref, commit)
+    git.repo.update_ref(tree, ref, commit)
     return ref
 
 
@@ -184,35 +184,35 @@ def carry_kept(
     old base's (nothing of the user's on it)."""
     if not (old / ".git").is_dir():
         return
-    specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.refs(old, DROPPED_REFS) else []
-    old_base = git.resolve(old, f"{BASE_TAG}^{{commit}}")
+    specs = [f"+{DROPPED_REFS}/*:{DROPPED_REFS}/*"] if git.repo.refs(old, DROPPED_REFS) else []
+    old_base = git.repo.resolve(old, f"{BASE_TAG}^{{commit}}")
     renamed, prefix = [], f"{DROPPED_REFS}/{stamp()}"
     cloned = cloned or {}
-    stash = git.stash_entries(old)
+    stash = git.repo.stash_entries(old)
     carried = [f"{CARRY_REFS}/stash/{n}" for n in range(len(stash))]
     for ref, (commit, _) in zip(carried, stash):  # a ref each, so that a fetch takes them over
-        git.update_ref(old, ref, commit)
+        git.repo.update_ref(old, ref, commit)
     specs += [f"+{ref}:{ref}" for ref in carried]
-    for ref in user_refs(old) + git.refs(old, "refs/notes/"):
+    for ref in user_refs(old) + git.repo.refs(old, "refs/notes/"):
         if ref == "refs/stash":
             continue  # every entry goes over (above), then back into the new tree's stash, in order
-        if cloned.get(ref) is not None and git.resolve(old, ref) == cloned[ref]:
+        if cloned.get(ref) is not None and git.repo.resolve(old, ref) == cloned[ref]:
             continue  # what the old tree's clone brought, unmoved: not the user's
-        theirs = git.resolve(new, ref)
+        theirs = git.repo.resolve(new, ref)
         if theirs is None:
             specs.append(f"{ref}:{ref}")
-        elif theirs != git.resolve(old, ref) and not (
-            old_base and git.is_ancestor(old, f"{ref}^{{commit}}", old_base)
+        elif theirs != git.repo.resolve(old, ref) and not (
+            old_base and git.repo.is_ancestor(old, f"{ref}^{{commit}}", old_base)
         ):
             specs.append(f"{ref}:{prefix}/{ref.removeprefix('refs/')}")
             renamed.append(f"{ref} -> {prefix}/{ref.removeprefix('refs/')}")
     if specs:
-        git.fetch(new, old, *specs)
+        git.repo.fetch(new, old, *specs)
     for ref, (commit, message) in reversed(list(zip(carried, stash))):  # the oldest first: stash@{0} last
-        git.stash_store(new, commit, message)
+        git.repo.stash_store(new, commit, message)
     for ref in carried:
-        git.delete_ref(new, ref)
-        git.delete_ref(old, ref)
+        git.repo.delete_ref(new, ref)
+        git.repo.delete_ref(old, ref)
     _carry_settings(old / ".git", new / ".git")
     if renamed:
         progress.warn(
@@ -250,8 +250,8 @@ def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
     any commit (``files``: the tool's state, the kept directories, and under ``git/`` the tree's git
     settings: its config, ignore patterns, hooks).
     """
-    index = git.snapshot_index(tree, "tkv-seam: staged changes when the tree was removed\n")
-    work = git.snapshot_worktree(
+    index = git.index.snapshot_index(tree, "tkv-seam: staged changes when the tree was removed\n")
+    work = git.index.snapshot_worktree(
         tree, "tkv-seam: the work tree when it was removed\n", parent=index, start=index, ignored=True
     )
     files = dict(extra)
@@ -262,14 +262,16 @@ def bundle(tree: Path, dest_dir: Path, extra: dict[str, bytes]) -> Path:
             if p.is_file() and not p.is_symlink():
                 files[f"{DROPPED_DIR}/{p.relative_to(kept)}"] = p.read_bytes()
     for name, commit in (("index", index), ("worktree", work)):
-        git.update_ref(tree, f"{KEPT_REFS}/{name}", commit)
-    for n, (commit, _) in enumerate(git.stash_entries(tree)):  # refs/stash holds only stash@{0}
-        git.update_ref(tree, f"{KEPT_REFS}/stash/{n}", commit)
-    git.update_ref(tree, f"{KEPT_REFS}/files", git.snapshot_files(tree, files, "tkv-seam: files kept\n"))
+        git.repo.update_ref(tree, f"{KEPT_REFS}/{name}", commit)
+    for n, (commit, _) in enumerate(git.repo.stash_entries(tree)):  # refs/stash holds only stash@{0}
+        git.repo.update_ref(tree, f"{KEPT_REFS}/stash/{n}", commit)
+    git.repo.update_ref(
+        tree, f"{KEPT_REFS}/files", git.index.snapshot_files(tree, files, "tkv-seam: files kept\n")
+    )
     dest_dir.mkdir(parents=True, exist_ok=True)
     out = dest_dir / f"{tree.name}-{stamp()}.bundle"
-    refs = [r for r in git.refs(tree, "refs/") if not r.startswith("refs/remotes/")]
-    git.bundle(tree, out, refs + (["HEAD"] if git.branch(tree) else []))
+    refs = [r for r in git.repo.refs(tree, "refs/") if not r.startswith("refs/remotes/")]
+    git.repo.bundle(tree, out, refs + (["HEAD"] if git.repo.branch(tree) else []))
     return out
 
 

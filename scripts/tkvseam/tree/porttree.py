@@ -75,11 +75,11 @@ class PortTree:
     @classmethod
     def build(cls, dest: Path, old: BaseRepo, new: BaseRepo) -> PortTree:
         """A clone of the new base at ``dest`` with the old base's objects, both tagged."""
-        git.clone_local(new.path, dest)
-        git.checkout_branch(dest, BRANCH, new.commit)
-        git.tag(dest, BASE_TAG, new.commit)
-        git.fetch(dest, old.path, old.commit)
-        git.tag(dest, OLD_TAG, old.commit)
+        git.repo.clone_local(new.path, dest)
+        git.index.checkout_branch(dest, BRANCH, new.commit)
+        git.repo.tag(dest, BASE_TAG, new.commit)
+        git.repo.fetch(dest, old.path, old.commit)
+        git.repo.tag(dest, OLD_TAG, old.commit)
         return cls(dest)
 
     # -- reading ------------------------------------------------------------------
@@ -92,7 +92,7 @@ class PortTree:
         return split_lines(p.read_bytes().decode("utf-8", "surrogateescape")) if p.is_file() else None
 
     def lines_at(self, rev: str, rel: str) -> list[str] | None:
-        data = git.show(self.path, rev, rel)
+        data = git.repo.show(self.path, rev, rel)
         return split_lines(data.decode("utf-8", "surrogateescape")) if data is not None else None
 
     def old_lines(self, rel: str) -> list[str] | None:
@@ -107,8 +107,8 @@ class PortTree:
         """The symlink of HEAD that ``rel`` is or goes through, or None."""
         parts = Path(rel).parts
         prefixes = [str(Path(*parts[: i + 1])) for i in range(len(parts))]
-        for entry in git.ls_tree(self.path, "HEAD", prefixes):
-            if entry.mode == git.SYMLINK_MODE:
+        for entry in git.repo.ls_tree(self.path, "HEAD", prefixes):
+            if entry.mode == git.core.SYMLINK_MODE:
                 return entry.path
         return None
 
@@ -119,39 +119,41 @@ class PortTree:
         thousands of changed files exceeds git's rename limit and finds nothing).
         """
         dirs = sorted({str(Path(fc.old).parent) for p in patches for fc in p.files if fc.old})
-        return git.renames(self.path, OLD_TAG, BASE_TAG, dirs)
+        return git.repo.renames(self.path, OLD_TAG, BASE_TAG, dirs)
 
     def region_diff(self, old_path: str, new_path: str) -> str:
         """Upstream's diff of a file between the bases (the old path on the old base, the new on the new)."""
-        return git.diff_files(self.path, f"{OLD_TAG}:{old_path}", f"{BASE_TAG}:{new_path}")
+        return git.repo.diff_files(self.path, f"{OLD_TAG}:{old_path}", f"{BASE_TAG}:{new_path}")
 
     def grep_def(self, name: str, defs_only: bool = False) -> str | None:
         """Where the new base defines ``name`` (def/class, or a module-level assignment unless ``defs_only``)."""
         pattern = rf"^\s*((async\s+)?def|class)\s+{re.escape(name)}\b"
         if not defs_only:
             pattern += rf"|^{re.escape(name)}\s*(:[^=]*)?="
-        first = git.grep(self.path, pattern, BASE_TAG, "vllm")[:1]
+        first = git.repo.grep(self.path, pattern, BASE_TAG, "vllm")[:1]
         if not first:
             return None
         _, path, line, *_ = first[0].split(":", 3)
         return f"{path}:{line}"
 
     def reverse_applies(self, section: str) -> bool:
-        return git.reverse_applies(self.path, section)
+        return git.index.reverse_applies(self.path, section)
 
     def unmerged(self) -> list[str]:
-        return git.unmerged_paths(self.path)
+        return git.index.unmerged_paths(self.path)
 
     def changes_nothing(self, paths: list[str]) -> bool:
         """The patch's own files staged (ignored ones too: a base tree from an sdist holds files its
         .gitignore names): does the index equal HEAD? Nothing else in the tree is staged (a linter's
         cache, a user's notes never enter the patch's commit)."""
         there = [
-            p for p in dict.fromkeys(paths) if (self.path / p).exists() or git.exists_at(self.path, "HEAD", p)
+            p
+            for p in dict.fromkeys(paths)
+            if (self.path / p).exists() or git.repo.exists_at(self.path, "HEAD", p)
         ]
         if there:
-            git.stage(self.path, there, force=True)
-        return git.index_matches(self.path, "HEAD")
+            git.index.stage(self.path, there, force=True)
+        return git.index.index_matches(self.path, "HEAD")
 
     # -- applying -----------------------------------------------------------------
 
@@ -162,7 +164,7 @@ class PortTree:
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(text.encode("utf-8", "surrogateescape"))
-        git.stage(self.path, [rel])
+        git.index.stage(self.path, [rel])
 
     def _apply_3way(self, section: str, parked: Parked) -> tuple[FileStatus, str, list[str]]:
         """``git apply --3way`` one file's section: (status, note, unmerged paths).
@@ -170,13 +172,13 @@ class PortTree:
         A conflict is parked (markers and index stages saved, file reset) so that the patch's
         next file can be merged; ``unpark`` puts every parked conflict back.
         """
-        clean, errors = git.apply_3way(self.path, section)
+        clean, errors = git.index.apply_3way(self.path, section)
         unmerged = self.unmerged()
         if clean and not unmerged:
             return FileStatus.THREE_WAY, "", []
         if unmerged:
             for path in unmerged:
-                stages = git.index_stages(self.path, path)
+                stages = git.index.index_stages(self.path, path)
                 text = (self.path / path).read_bytes() if (self.path / path).exists() else None
                 parked.append((path, stages, text))
             self.resolve_ours(unmerged)
@@ -186,17 +188,17 @@ class PortTree:
     def unpark(self, parked: Parked) -> None:
         """Put parked conflicts back: the file with git's markers and its unmerged index stages."""
         for path, stages, text in parked:
-            git.restore_stages(self.path, path, stages)
+            git.index.restore_stages(self.path, path, stages)
             if text is not None:
                 (self.path / path).write_bytes(text)
 
     def resolve_ours(self, paths: list[str]) -> None:
         """Leave the conflicting files of a patch out: back to the tree's version."""
         for p in paths:
-            if git.exists_at(self.path, "HEAD", p):
-                git.checkout_paths(self.path, "HEAD", [p])
+            if git.repo.exists_at(self.path, "HEAD", p):
+                git.index.checkout_paths(self.path, "HEAD", [p])
             else:
-                git.unstage_remove(self.path, p)
+                git.index.unstage_remove(self.path, p)
                 (self.path / p).unlink(missing_ok=True)
 
     def apply_files(

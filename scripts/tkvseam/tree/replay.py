@@ -64,7 +64,7 @@ class Resolutions:
         """Record ``conflicted``'s conflicts; the files whose recorded resolution was put back,
         whole (no marker left), staged: those paths."""
         self._link(tree)
-        said = git.rerere(tree)
+        said = git.merge.rerere(tree)
         resolved = {m.group(1) for line in said if (m := _RESOLVED.match(line.strip()))}
         done = []
         for path in conflicted:
@@ -73,7 +73,7 @@ class Resolutions:
             text = (tree / path).read_bytes().decode("utf-8", "surrogateescape")
             if any(line.startswith(_MARKERS) for line in text.splitlines()):
                 continue
-            git.stage(tree, [path])
+            git.index.stage(tree, [path])
             done.append(path)
         return done
 
@@ -81,7 +81,7 @@ class Resolutions:
         """Record the resolution being continued (rerere's postimages; the message, and the patch's
         own message it was written from): the paths."""
         self._link(tree)
-        said = git.rerere(tree)
+        said = git.merge.rerere(tree)
         kept = self._message_path(patch.name)
         kept.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(kept, message)

@@ -125,7 +125,7 @@ class SeamTree:
             progress.step(f"remove {leftover} (left by an interrupted run)")
             shutil.rmtree(leftover, ignore_errors=True)
         if self.git_dir.is_dir() and not self.path.is_symlink():
-            for index in self.git_dir.glob(f"{git.PRIVATE_INDEX}*"):  # a killed run's private index
+            for index in self.git_dir.glob(f"{git.index.PRIVATE_INDEX}*"):  # a killed run's private index
                 index.unlink(missing_ok=True)
 
     @contextmanager
@@ -207,7 +207,7 @@ class SeamTree:
         state.save(self.path)
 
     def head(self) -> str:
-        return git.head(self.path)
+        return git.repo.head(self.path)
 
     def _guess_base(self) -> str | None:
         return self.path.name.removeprefix("vllm-") if self.path.name.startswith("vllm-") else None

@@ -1,6 +1,6 @@
 """Moving a build tree in place: apply's switch of a clean tree to new commits of the same base.
 
-The switch touches only the files that differ (``git.switch_worktree``: a two-tree merge), so
+The switch touches only the files that differ (``git.index.switch_worktree``: a two-tree merge), so
 files git ignores stay where they are; one at a path the switch adds is refused (``force``: set
 aside in ``.git/tkv-seam-dropped/``, and said so). The new state is saved first, marked pending
 with the HEAD it starts from, so a switch killed at any step is finished by the next run
@@ -26,14 +26,14 @@ def pending_work(tree: Path, state: TreeState) -> UserWork:
     """What a user added to a half-switched tree (ignored files stay where they are: the switch set
     aside those in its way before it started)."""
     start = state.switch_from or state.head
-    touched = set(git.changed_paths(tree, start, state.head))
+    touched = set(git.repo.changed_paths(tree, start, state.head))
     work = user_work(tree, state, expected_heads=(start,), ignored=False)
     work.dirty = [
         (st, path)
         for st, path in work.dirty
         if path not in touched
-        or git.file_blob_id(tree, path)
-        not in (git.blob_id(tree, state.head, path), git.blob_id(tree, start, path))
+        or git.repo.file_blob_id(tree, path)
+        not in (git.repo.blob_id(tree, state.head, path), git.repo.blob_id(tree, start, path))
     ]
     return work
 
@@ -61,12 +61,12 @@ def finish_pending(
         show = hints.shell("git", "-C", tree, "show", ref)
         progress.warn(f"--force drops from {tree}:\n{work.describe()}\nkept in {ref} ({show})")
     progress.step(f"finish the interrupted switch of {tree} to {state.head[:12]}")
-    git.attach_head(tree, f"refs/heads/{BRANCH}")  # the reset moves our branch, never another
+    git.repo.attach_head(tree, f"refs/heads/{BRANCH}")  # the reset moves our branch, never another
     if work:
-        git.reset_clean(tree, state.head)  # the untracked files are in the kept ref
+        git.index.reset_clean(tree, state.head)  # the untracked files are in the kept ref
     else:
-        git.reset_hard(tree, state.head)
-    git.update_ref(tree, f"refs/heads/{BRANCH}", state.head)
+        git.index.reset_hard(tree, state.head)
+    git.repo.update_ref(tree, f"refs/heads/{BRANCH}", state.head)
     state.pending, state.switch_from = False, None
     state.save(tree)
     return ref
@@ -81,7 +81,7 @@ def _in_the_way(tree: Path, added: list[str]) -> list[str]:
         parts = Path(rel).parts
         for i in range(1, len(parts)):
             parent = tree.joinpath(*parts[:i])
-            if (parent.is_symlink() or (lexists(parent) and not parent.is_dir())) and not git.exists_at(
+            if (parent.is_symlink() or (lexists(parent) and not parent.is_dir())) and not git.repo.exists_at(
                 tree, "HEAD", "/".join(parts[:i])
             ):
                 out.append("/".join(parts[:i]))
@@ -96,7 +96,7 @@ def switch_in_place(
     tree: Path, new: TreeState, force: bool, rerun: str, force_rerun: str, progress: Progress = QUIET
 ) -> None:
     """Move a clean tree from its HEAD to ``new.head``, touching only the files that differ."""
-    in_the_way = _in_the_way(tree, git.changed_paths(tree, "HEAD", new.head, only="A"))
+    in_the_way = _in_the_way(tree, git.repo.changed_paths(tree, "HEAD", new.head, only="A"))
     if in_the_way and not force:
         shown = "\n".join(f"    {p}" for p in in_the_way[:10])
         first = tree / in_the_way[0]
@@ -109,10 +109,10 @@ def switch_in_place(
     if in_the_way:
         keep = kept.set_aside(tree, in_the_way)
         progress.warn(f"--force sets aside ignored files the patches add, in {keep}: {', '.join(in_the_way)}")
-    new.pending, new.switch_from = True, git.head(tree)
+    new.pending, new.switch_from = True, git.repo.head(tree)
     new.save(tree)
-    git.switch_worktree(tree, new.head)
-    git.update_ref(tree, f"refs/heads/{BRANCH}", new.head)
-    git.attach_head(tree, f"refs/heads/{BRANCH}")  # HEAD was detached or another branch
+    git.index.switch_worktree(tree, new.head)
+    git.repo.update_ref(tree, f"refs/heads/{BRANCH}", new.head)
+    git.repo.attach_head(tree, f"refs/heads/{BRANCH}")  # HEAD was detached or another branch
     new.pending, new.switch_from = False, None
     new.save(tree)

@@ -82,11 +82,11 @@ class UserWork:
 def uncommitted(tree: Path, ignored: bool = False) -> UserWork:
     """The changed and untracked files of the tree; ``ignored``: the files git ignores too (each
     directory git ignores as a whole is one entry, ``.venv/``)."""
-    work = UserWork(tree, dirty=[(st.strip() or "??", p) for st, p in git.status_paths(tree)])
+    work = UserWork(tree, dirty=[(st.strip() or "??", p) for st, p in git.index.status_paths(tree)])
     work.nested = [p for st, p in work.dirty if st == "??" and p.endswith("/")]  # git shows a repository so
     if ignored:
-        work.dirty += [(IGNORED, p) for p in git.ignored_paths(tree)]
-        work.nested += git.ignored_repositories(tree)
+        work.dirty += [(IGNORED, p) for p in git.index.ignored_paths(tree)]
+        work.nested += git.index.ignored_repositories(tree)
     return work
 
 
@@ -101,19 +101,19 @@ def user_work(
     ignores), commits, a moved ``seam``; ``removing`` (the tree goes, nothing is carried to a new
     one): also the user's own refs and what the tool kept in the tree."""
     work = uncommitted(tree, ignored)
-    head = git.head(tree)
+    head = git.repo.head(tree)
     known = [h for h in (state.head, *expected_heads) if h]
     if head not in known:
         work.moved_head = head
-        work.commits = git.subjects(tree, head, *(f"^{h}" for h in known))
-    seam = git.resolve(tree, f"refs/heads/{BRANCH}")
-    if seam and git.branch(tree) != f"refs/heads/{BRANCH}" and seam not in (*known, head):
-        work.commits += git.subjects(tree, seam, f"^{head}", *(f"^{h}" for h in known))
+        work.commits = git.repo.subjects(tree, head, *(f"^{h}" for h in known))
+    seam = git.repo.resolve(tree, f"refs/heads/{BRANCH}")
+    if seam and git.repo.branch(tree) != f"refs/heads/{BRANCH}" and seam not in (*known, head):
+        work.commits += git.repo.subjects(tree, seam, f"^{head}", *(f"^{h}" for h in known))
         work.moved_seam = seam
     if removing:
         old_base = state.port.old_commit if state.port else ""  # a port tree's tkv-seam-old-base
         work.refs = holding_refs(tree, [*known, state.base_commit, old_base], state.clone_refs)
-        work.refs += git.refs(tree, DROPPED_REFS)
+        work.refs += git.repo.refs(tree, DROPPED_REFS)
         kept = tree / ".git" / DROPPED_DIR
         work.kept_files = kept.is_dir() and any(kept.iterdir())
     return work
@@ -122,7 +122,11 @@ def user_work(
 def user_refs(tree: Path) -> list[str]:
     """The refs of a tree that are the user's: branches and tags the tool did not make, the stash."""
     ours = {f"refs/heads/{BRANCH}", f"refs/tags/{BASE_TAG}"}
-    found = git.refs(tree, "refs/heads/") + git.refs(tree, "refs/tags/") + git.refs(tree, "refs/stash")
+    found = (
+        git.repo.refs(tree, "refs/heads/")
+        + git.repo.refs(tree, "refs/tags/")
+        + git.repo.refs(tree, "refs/stash")
+    )
     return [r for r in found if r not in ours]
 
 
@@ -131,16 +135,16 @@ def holding_refs(tree: Path, known: list[str], cloned: dict[str, str] | None = N
     a branch or tag reaching a commit none of ``known`` reaches; a ref the base's clone brought
     (``cloned``: name -> commit) holds nothing while it points where it did."""
     out = []
-    for ref in user_refs(tree) + git.refs(tree, "refs/notes/"):
-        if (cloned or {}).get(ref) is not None and git.resolve(tree, ref) == cloned[ref]:
+    for ref in user_refs(tree) + git.repo.refs(tree, "refs/notes/"):
+        if (cloned or {}).get(ref) is not None and git.repo.resolve(tree, ref) == cloned[ref]:
             continue
-        commit = git.resolve(tree, f"{ref}^{{commit}}")
+        commit = git.repo.resolve(tree, f"{ref}^{{commit}}")
         if (
             not ref.startswith("refs/heads/")
             and not ref.startswith("refs/tags/")
             or commit is None
-            or commit != git.resolve(tree, ref)  # an annotated tag: its message is the user's
-            or git.subjects(tree, commit, *(f"^{k}" for k in known if k))
+            or commit != git.repo.resolve(tree, ref)  # an annotated tag: its message is the user's
+            or git.repo.subjects(tree, commit, *(f"^{k}" for k in known if k))
         ):
             out.append(ref)
     return out
@@ -176,7 +180,7 @@ def refuse_checkouts(
 def refuse_blocked_branch(tree: Path, rerun: str) -> None:
     """Refuse (exit 5, nothing changed) when a branch of the user's is named ``seam/...``: git
     then cannot write the tool's branch ``seam``, and a switch would stop half done."""
-    blocking = [r.removeprefix("refs/heads/") for r in git.refs(tree, f"refs/heads/{BRANCH}/")]
+    blocking = [r.removeprefix("refs/heads/") for r in git.repo.refs(tree, f"refs/heads/{BRANCH}/")]
     if not blocking:
         return
     name = blocking[0]
@@ -192,7 +196,7 @@ def refuse_linked_worktrees(tree: Path, rerun: str) -> None:
     """Refuse (exit 5, nothing changed) a tree with worktrees linked to it (``git worktree add``):
     a switch moves ``seam`` under the one that has it checked out, and a tree replaced or removed
     takes their git data (.git/worktrees) with it."""
-    linked = git.linked_worktrees(tree)
+    linked = git.repo.linked_worktrees(tree)
     if not linked:
         return
     shown = "\n".join(f"    {path} ({branch or 'detached'})" for path, branch in linked)
@@ -208,19 +212,19 @@ def put_back_unborn_head(tree: Path, head: str, force: bool, rerun: str, force_h
     """HEAD on a branch with no commits (``git checkout --orphan``, a symbolic ref to a missing
     branch): refused, naming it (exit 5); ``force`` points HEAD at the recorded head first (the
     files and the index stay: what differs is then the user's work, kept by the usual rule)."""
-    if git.resolve(tree, "HEAD") is not None:
+    if git.repo.resolve(tree, "HEAD") is not None:
         return
     if force and force_hint:
-        git.detach_head(tree, head)
+        git.repo.detach_head(tree, head)
         return
     seam = f"refs/heads/{BRANCH}"
     back = (
         hints.shell("git", "-C", tree, "symbolic-ref", "HEAD", seam)
-        if git.resolve(tree, seam)
+        if git.repo.resolve(tree, seam)
         else hints.shell("git", "-C", tree, "update-ref", "--no-deref", "HEAD", head)
     )
     raise RefusedError(
-        f"{tree}: HEAD is on {git.branch(tree)}, a branch with no commits (not the recorded "
+        f"{tree}: HEAD is on {git.repo.branch(tree)}, a branch with no commits (not the recorded "
         f"{head[:12]}); nothing was changed",
         hint=f"put HEAD back (your files and index stay; they then show as changes): `{back}`, then {rerun}"
         + (f"; or {force_hint} (does that, then keeps what differs in a ref)" if force_hint else ""),

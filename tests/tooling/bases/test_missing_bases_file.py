@@ -34,8 +34,8 @@ def test_a_wrong_root_is_named_and_never_answered_with_git_checkout(tmp_path):
 
 
 def test_a_deleted_bases_file_of_a_checkout_is_got_back_by_the_hint(project):
-    git.init(project.root)
-    git.commit(project.root, "project\n", "A <a@example.invalid>", paths=["bases.toml", "series"])
+    git.repo.init(project.root)
+    git.index.commit(project.root, "project\n", "A <a@example.invalid>", paths=["bases.toml", "series"])
     before = (project.root / "bases.toml").read_text()
     (project.root / "bases.toml").unlink()
     res = CliRunner().invoke(main, ["--root", str(project.root), "carried"])

@@ -112,7 +112,7 @@ def test_corrupt_object_in_the_cached_base_fails_with_exit_4_and_fetch_rebuilds_
     make_two_patches(project)
     shutil.rmtree(project.tree)
     repo = project.cache / "bases" / f"{NAME}-sdist"
-    sha = git.out(repo, "rev-parse", "HEAD:vllm/config/cache.py")
+    sha = git.core.out(repo, "rev-parse", "HEAD:vllm/config/cache.py")
     obj = repo / ".git" / "objects" / sha[:2] / sha[2:]
     obj.chmod(0o644)
     obj.write_bytes(b"garbage")
@@ -139,7 +139,7 @@ def test_a_cache_owned_by_another_uid_is_used(project):
     for path in [project.cache, *project.cache.rglob("*")]:
         os.lchown(path, 65534, 65534)
     out = json.loads(project.apply("--json").stdout)
-    assert out["patches"] == [] and git.head(project.tree) == out["head"]
+    assert out["patches"] == [] and git.repo.head(project.tree) == out["head"]
 
 
 def test_download_cut_short_is_a_network_error_and_keeps_nothing(project, index, upstream):

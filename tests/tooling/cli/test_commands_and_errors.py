@@ -57,7 +57,7 @@ def test_refresh_exports_a_new_commit_and_renames_nothing_else(project):
 
 def test_refresh_never_deletes_a_patch_without_force_and_lists_it(project):
     make_two_patches(project)
-    git.run(project.tree, "reset", "--hard", "HEAD~1")
+    git.core.run(project.tree, "reset", "--hard", "HEAD~1")
     err = project.refresh(expect=5).stderr
     assert "refresh would delete 1 patch(es)" in err and "patches/0002-add-mul.patch" in err
     assert "next:" in err and "FORCE=1" in err
@@ -111,11 +111,11 @@ def test_refresh_refusal_names_the_edited_patch(project):
 def test_refresh_of_a_commit_that_is_not_utf8_is_an_error_not_a_traceback(project):
     project.apply()
     (project.tree / "vllm/latin1.py").write_bytes(b"# caf\xe9\n")
-    git.commit(
+    git.index.commit(
         project.tree, "latin1: add a file\n", "Seam Dev <dev@example.invalid>", paths=["vllm/latin1.py"]
     )
     err = project.refresh(expect=1).stderr
-    assert "not UTF-8" in err and git.head(project.tree)[:12] in err and "next:" in err
+    assert "not UTF-8" in err and git.repo.head(project.tree)[:12] in err and "next:" in err
 
 
 def test_duplicate_series_entry_is_named_as_such(project):
@@ -227,7 +227,9 @@ def test_json_commands_print_one_json_object_on_failure(project, args, code):
 
 def test_refresh_keeps_header_fields_a_hand_made_commit_lost(project):
     make_two_patches(project)
-    git.run(project.tree, "commit", "-q", "--amend", "-m", "add-mul: add mul()\n\nAdds mul(), reworded.\n")
+    git.core.run(
+        project.tree, "commit", "-q", "--amend", "-m", "add-mul: add mul()\n\nAdds mul(), reworded.\n"
+    )
     out = project.refresh().output
     assert "updated (kept Depends-on, Reason, Tests, Upstream, Verdict) patches/0002-add-mul.patch" in out
     text = (project.root / "patches/0002-add-mul.patch").read_text()

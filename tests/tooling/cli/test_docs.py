@@ -349,7 +349,7 @@ def world(tmp_path, readme_releases, wheels, monkeypatch) -> World:
             ),
         ]:
             (tree / rel).write_text(text)
-            git.commit(tree, msg, "Seam Dev <dev@example.invalid>", paths=[rel])
+            git.index.commit(tree, msg, "Seam Dev <dev@example.invalid>", paths=[rel])
         project.cli("refresh", "--base", "v0.31.0")
         (root / "patches" / "v0.32.0").mkdir()
         shutil.copy(root / "series", root / "patches" / "v0.32.0" / "series")
@@ -408,7 +408,7 @@ def resolver(to: str) -> Callable[[World], None]:
     def resolve(w: World) -> None:
         tree = w.port_tree(to)
         (tree / "vllm/engine/arg_utils.py").write_text(RESOLVED)
-        git.run(tree, "add", "vllm/engine/arg_utils.py")
+        git.core.run(tree, "add", "vllm/engine/arg_utils.py")
 
     return resolve
 
@@ -424,15 +424,15 @@ def carried(to: str) -> Callable[[World], None]:
 
 def commit_queue(to: str) -> Callable[[World], None]:
     def commit(w: World) -> None:
-        git.run(w.root, "add", f"patches/{to}")
-        git.run(w.root, "commit", "-q", "-m", f"carry {to}", env=IDENTITY)
+        git.core.run(w.root, "add", f"patches/{to}")
+        git.core.run(w.root, "commit", "-q", "-m", f"carry {to}", env=IDENTITY)
 
     return commit
 
 
 def committed_only_the_new_base(w: World) -> None:
     assert status(w.root) == []
-    changed = git.run(w.root, "show", "--name-only", "--format=", "HEAD").stdout.decode().split()
+    changed = git.core.run(w.root, "show", "--name-only", "--format=", "HEAD").stdout.decode().split()
     assert sorted(changed) == [
         "bases.toml", "ci/lock-cpu-v0.34.0.txt", "patches/v0.34.0/0001-cache-tweak.patch",
         "patches/v0.34.0/0002-add-mul.patch", "patches/v0.34.0/PORT.md", "patches/v0.34.0/series",

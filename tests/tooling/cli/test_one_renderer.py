@@ -16,7 +16,7 @@ from ..fixtures.upstream import NAME
 
 def test_refresh_json_is_one_object_and_kept_fields_are_a_list_not_part_of_the_status(project):
     make_one_patch(project)
-    git.run(project.tree, "commit", "-q", "--amend", "-m", "cache-tweak: change things\n\nReworded.\n")
+    git.core.run(project.tree, "commit", "-q", "--amend", "-m", "cache-tweak: change things\n\nReworded.\n")
     res = project.refresh("--json")
     out = json.loads(res.stdout)  # an object, not a bare list
     assert out["base"] == NAME and out["series"] == "series" and out["patches"] == "patches"

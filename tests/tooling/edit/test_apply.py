@@ -37,7 +37,7 @@ def patch_bytes(project) -> dict[str, bytes]:
 def test_empty_series_gives_pristine_base_and_second_run_is_a_noop(project):
     out = json.loads(project.apply("--json").output)
     assert out["patches"] == [] and out["up_to_date"] is False
-    assert git.out(project.tree, "rev-list", "--count", "HEAD") == "1"
+    assert git.core.out(project.tree, "rev-list", "--count", "HEAD") == "1"
     assert (project.tree / "vllm/_version.py").exists()
     again = json.loads(project.apply("--json").output)
     assert again["up_to_date"] is True and again["head"] == out["head"]
@@ -48,7 +48,7 @@ def test_series_applies_one_commit_per_patch_in_order(project):
     assert names == ["0001-cache-tweak.patch", "0002-add-mul.patch"]
     out = json.loads(project.apply("--force", "--json").output)
     assert [p["name"] for p in out["patches"]] == names
-    log = git.out(project.tree, "log", "--format=%s|%an", f"{out['base_commit']}..HEAD").splitlines()
+    log = git.core.out(project.tree, "log", "--format=%s|%an", f"{out['base_commit']}..HEAD").splitlines()
     assert log == ["add-mul: add mul()|Seam Dev", "cache-tweak: mark line 10|Seam Dev"]
     assert "line 10 (seam)" in (project.tree / "vllm/config/cache.py").read_text()
 
@@ -107,12 +107,12 @@ def test_hunk_needing_fuzz_is_refused(project):
 def test_failing_last_patch_leaves_the_previous_tree(project):
     make_two_patches(project)
     project.apply("--force")
-    head = git.head(project.tree)
+    head = git.repo.head(project.tree)
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("     return a - b\n", "     return b - a\n"))
     project.apply(expect=3)
-    assert git.head(project.tree) == head
-    assert git.status_porcelain(project.tree) == []
+    assert git.repo.head(project.tree) == head
+    assert git.index.status_porcelain(project.tree) == []
     assert not [x for x in project.tree.parent.iterdir() if x.name.startswith(".")]
 
 
@@ -130,15 +130,15 @@ def test_a_run_killed_during_the_build_leaves_the_old_tree_and_the_next_cleans_u
 ):
     make_two_patches(project)
     project.apply("--force")
-    head = git.head(project.tree)
+    head = git.repo.head(project.tree)
     if not in_place:  # an untracked file + --force takes the build-aside path
         (project.tree / "scratch.txt").write_text("mine\n")
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("return a * b", "return b * a"))
     # killed (SIGKILL) as the second patch is replayed: commits half made, nothing moved
     crash_at("tkvseam.tree.commits.replay_file", *project.argv("apply", "--base", NAME, "--force"), nth=2)
-    assert git.head(project.tree) == head
-    assert git.status_porcelain(project.tree) == ([] if in_place else ["?? scratch.txt"])
+    assert git.repo.head(project.tree) == head
+    assert git.index.status_porcelain(project.tree) == ([] if in_place else ["?? scratch.txt"])
     project.apply("--force")  # the next run removes what the killed one left, then applies
     assert not _leftovers(project)
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
@@ -147,7 +147,7 @@ def test_a_run_killed_during_the_build_leaves_the_old_tree_and_the_next_cleans_u
 def test_a_run_killed_between_the_swap_renames_is_recovered(project, crash_at):
     make_two_patches(project)
     project.apply("--force")
-    head = git.head(project.tree)
+    head = git.repo.head(project.tree)
     (project.tree / "scratch.txt").write_text("mine\n")  # untracked + --force: build aside, swap
     crash_at("os.replace", *project.argv("apply", "--base", NAME, "--force"), after=True, when=".old-")
     assert not project.tree.exists()
@@ -155,7 +155,7 @@ def test_a_run_killed_between_the_swap_renames_is_recovered(project, crash_at):
     assert len(olds) == 1  # recoverable: the previous tree is intact beside the target
     err = project.apply(expect=5).stderr  # the next run puts it back first, then refuses: it is dirty
     assert "scratch.txt" in err
-    assert git.head(project.tree) == head and (project.tree / "scratch.txt").read_text() == "mine\n"
+    assert git.repo.head(project.tree) == head and (project.tree / "scratch.txt").read_text() == "mine\n"
     assert not [x for x in project.tree.parent.glob(".*") if "lock" not in x.name]
 
 
@@ -165,13 +165,13 @@ def test_a_run_killed_during_the_in_place_switch_is_finished_next_run(project, c
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("return a * b", "return b * a"))
     # killed after the files moved, before the branch and the state do
-    crash_at("tkvseam.git.switch_worktree", *project.argv("apply", "--base", NAME), after=True)
+    crash_at("tkvseam.git.index.switch_worktree", *project.argv("apply", "--base", NAME), after=True)
     assert json.loads((project.tree / ".git/tkv-seam.json").read_text())["pending"] is True
     out = json.loads(project.apply("--json").output)
     assert out["up_to_date"] is True
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
-    assert git.status_porcelain(project.tree) == []
-    assert git.head(project.tree) == out["head"]
+    assert git.index.status_porcelain(project.tree) == []
+    assert git.repo.head(project.tree) == out["head"]
 
 
 def test_dirty_tree_is_never_overwritten(project):
@@ -200,7 +200,7 @@ def test_unrefreshed_commits_are_never_overwritten(project):
 def test_apply_from_git_source(project, upstream):
     out = json.loads(project.apply("--git", str(upstream.root), "--json").output)
     assert out["source"] == "git" and out["base_commit"] == upstream.commit
-    assert git.out(project.tree, "rev-parse", "HEAD") == upstream.commit
+    assert git.core.out(project.tree, "rev-parse", "HEAD") == upstream.commit
 
 
 # --------------------------------------------------------------------------- issue 8, items 2-5
@@ -212,7 +212,7 @@ def _crash_right_after_switch_starts(project, crash_at):
     project.apply("--force")
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("return a * b", "return b * a"))
-    crash_at("tkvseam.git.switch_worktree", *project.argv("apply", "--base", NAME))
+    crash_at("tkvseam.git.index.switch_worktree", *project.argv("apply", "--base", NAME))
 
 
 def test_interrupted_switch_never_discards_edits_made_after_it(project, crash_at):
@@ -229,13 +229,13 @@ def test_interrupted_switch_never_discards_edits_made_after_it(project, crash_at
 def test_interrupted_switch_never_discards_commits_made_after_it(project, crash_at):
     _crash_right_after_switch_starts(project, crash_at)
     project.commit_in_tree("vllm/mine.py", "z = 3\n", message("mine", "my commit"))
-    head = git.head(project.tree)
+    head = git.repo.head(project.tree)
     err = project.apply(expect=5).stderr
     assert "mine: my commit" in err
-    assert git.head(project.tree) == head
+    assert git.repo.head(project.tree) == head
     out = json.loads(project.apply("--force", "--json").stdout)  # FORCE finishes it, keeping the commit
     (ref,) = out["dropped"]
-    assert git.out(project.tree, "log", "--format=%s", "-1", ref) == "mine: my commit"
+    assert git.core.out(project.tree, "log", "--format=%s", "-1", ref) == "mine: my commit"
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
 
 
@@ -255,7 +255,7 @@ def test_force_lists_what_it_drops_and_keeps_it_in_a_ref(project):
     make_two_patches(project)
     project.apply("--force")
     project.commit_in_tree("vllm/mine.py", "z = 3\n", message("mine", "my unrefreshed commit"))
-    mine = git.head(project.tree)
+    mine = git.repo.head(project.tree)
     (project.tree / "vllm/engine/arg_utils.py").write_text("my edit\n")
     (project.tree / "notes.txt").write_text("untracked\n")
     res = project.apply("--force", "--json")
@@ -264,10 +264,10 @@ def test_force_lists_what_it_drops_and_keeps_it_in_a_ref(project):
     assert f"{mine[:12]} mine: my unrefreshed commit" in res.stderr
     (ref,) = json.loads(res.stdout)["dropped"]
     assert ref.startswith("refs/tkv-seam/dropped/") and ref in res.stderr
-    assert git.out(project.tree, "show", f"{ref}:notes.txt") == "untracked"
-    assert git.out(project.tree, "show", f"{ref}:vllm/engine/arg_utils.py") == "my edit"
-    assert git.out(project.tree, "rev-parse", f"{ref}^") == mine
-    assert git.status_porcelain(project.tree) == []
+    assert git.core.out(project.tree, "show", f"{ref}:notes.txt") == "untracked"
+    assert git.core.out(project.tree, "show", f"{ref}:vllm/engine/arg_utils.py") == "my edit"
+    assert git.core.out(project.tree, "rev-parse", f"{ref}^") == mine
+    assert git.index.status_porcelain(project.tree) == []
 
 
 def test_in_place_switch_refuses_to_overwrite_an_ignored_file_a_patch_adds(project):
@@ -325,18 +325,20 @@ def test_a_switch_from_another_checkout_ends_on_the_seam_branch(project, where):
     make_two_patches(project)
     first = json.loads(project.apply("--force", "--json").output)["head"]
     if where == "detached":
-        git.run(project.tree, "checkout", "-q", "--detach", "HEAD~1")
+        git.core.run(project.tree, "checkout", "-q", "--detach", "HEAD~1")
     else:
-        git.run(project.tree, "checkout", "-q", "-b", "mine", "HEAD~1")
+        git.core.run(project.tree, "checkout", "-q", "-b", "mine", "HEAD~1")
     p = project.root / "patches/0002-add-mul.patch"
     p.write_text(p.read_text().replace("return a * b", "return b * a"))
     out = json.loads(project.apply("--force", "--json").stdout)  # stderr: what --force kept
     assert out["head"] != first
-    assert git.branch(project.tree) == "refs/heads/seam"
-    assert git.head(project.tree) == out["head"]
-    assert git.status_porcelain(project.tree) == []
+    assert git.repo.branch(project.tree) == "refs/heads/seam"
+    assert git.repo.head(project.tree) == out["head"]
+    assert git.index.status_porcelain(project.tree) == []
     if where == "own-branch":
-        assert git.out(project.tree, "rev-parse", "mine") == git.out(project.tree, "rev-parse", f"{first}~1")
+        assert git.core.out(project.tree, "rev-parse", "mine") == git.core.out(
+            project.tree, "rev-parse", f"{first}~1"
+        )
 
 
 def test_a_patch_file_reverted_by_hand_the_hint_and_apply_agree_and_keep_the_tree_commits(project):
@@ -348,9 +350,9 @@ def test_a_patch_file_reverted_by_hand_the_hint_and_apply_agree_and_keep_the_tre
     # the README's edit recipe: change the patch's file, fold it into its commit, refresh
     text = (project.tree / "vllm/engine/arg_utils.py").read_text()
     (project.tree / "vllm/engine/arg_utils.py").write_text(text.replace("return a * b", "return b * a"))
-    git.run(project.tree, "commit", "-qa", "--amend", "--no-edit")
+    git.core.run(project.tree, "commit", "-qa", "--amend", "--no-edit")
     project.refresh()
-    edited = git.head(project.tree)
+    edited = git.repo.head(project.tree)
     assert patch.read_bytes() != before
     patch.write_bytes(before)  # reverted by hand (git checkout patches/)
     err = project.refresh(expect=5).stderr
@@ -359,8 +361,8 @@ def test_a_patch_file_reverted_by_hand_the_hint_and_apply_agree_and_keep_the_tre
     res = project.apply("--json")  # what the hint says: plain apply
     (ref,) = json.loads(res.stdout)["dropped"]
     assert ref.startswith("refs/tkv-seam/dropped/") and ref in res.stderr
-    assert git.resolve(project.tree, ref) == edited  # the refreshed edit, kept
-    assert b"return b * a" in git.run(project.tree, "show", f"{ref}:vllm/engine/arg_utils.py").stdout
+    assert git.repo.resolve(project.tree, ref) == edited  # the refreshed edit, kept
+    assert b"return b * a" in git.core.run(project.tree, "show", f"{ref}:vllm/engine/arg_utils.py").stdout
     assert "return a * b" in (project.tree / "vllm/engine/arg_utils.py").read_text()  # the queue's now
     assert project.refresh().stdout  # the tree is the queue again: refresh goes through
     assert patch.read_bytes() == before
@@ -373,13 +375,13 @@ def test_a_changed_queue_whose_old_patches_the_project_git_holds_keeps_no_ref(pr
     as patch files, so apply replaces them without keeping a ref (``make clean`` stays free)."""
     make_two_patches(project)
     identity = ["-c", "user.name=Dev", "-c", "user.email=dev@example.invalid"]
-    git.run(project.root, "init", "-q")
-    git.run(project.root, "add", "-A", "series", "patches")
-    git.run(project.root, *identity, "commit", "-qm", "the queue")
+    git.core.run(project.root, "init", "-q")
+    git.core.run(project.root, "add", "-A", "series", "patches")
+    git.core.run(project.root, *identity, "commit", "-qm", "the queue")
     patch = project.root / "patches/0002-add-mul.patch"
     patch.write_text(patch.read_text().replace("return a * b", "return b * a"))  # as a pull would
     out = json.loads(project.apply("--json").stdout)
-    assert out["dropped"] == [] and not git.refs(project.tree, "refs/tkv-seam/dropped/")
+    assert out["dropped"] == [] and not git.repo.refs(project.tree, "refs/tkv-seam/dropped/")
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
 
 

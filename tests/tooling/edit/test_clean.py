@@ -38,15 +38,15 @@ def _stopped_port_and_unrefreshed_commit(pproject) -> tuple[Path, Path]:
 
 def test_clean_refuses_a_stopped_port_and_unrefreshed_commits_naming_what_keeps_them(pproject):
     port_dir, build_tree = _stopped_port_and_unrefreshed_commit(pproject)
-    staged = git.staged_paths(port_dir)
-    head = git.head(build_tree)
+    staged = git.index.staged_paths(port_dir)
+    head = git.repo.head(build_tree)
     res = pproject.cli("clean", "--json", expect=5)
     out = json.loads(res.stdout)
     assert f"build/port-{NEXT}: a port to {NEXT} is already in progress" in out["error"]
     assert f"build/vllm-{NAME}: " in out["error"] and "new-file: add new.py" in out["error"]
     assert f"`make port VERB=abort TO={NEXT}`" in out["hint"] and f"`make refresh BASE={NAME}`" in out["hint"]
     assert "`make clean FORCE=1`" in out["hint"] and "nothing was removed" in out["error"]
-    assert git.staged_paths(port_dir) == staged and git.head(build_tree) == head
+    assert git.index.staged_paths(port_dir) == staged and git.repo.head(build_tree) == head
     assert (build_tree / "vllm/new.py").exists()
 
 
@@ -63,7 +63,7 @@ def test_clean_force_keeps_each_tree_in_a_bundle_first(pproject, tmp_path):
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(bundle), str(clone)], check=True)
     ref = "refs/tkv-seam/kept/index"
     subprocess.run(["git", "-C", str(clone), "fetch", "-q", str(bundle), f"{ref}:{ref}"], check=True)
-    assert git.out(clone, "show", f"{ref}:vllm/engine/arg_utils.py") + "\n" == resolved
+    assert git.core.out(clone, "show", f"{ref}:vllm/engine/arg_utils.py") + "\n" == resolved
     again = json.loads(pproject.cli("clean", "--json").output)  # build/dropped/ stays, always
     assert again == {"ok": True, "removed": [], "kept": [], "left": [], "dropped": "build/dropped"}
     assert bundle.exists()
@@ -120,8 +120,8 @@ def test_clean_names_no_refresh_for_what_refresh_cannot_keep(project, held):
         (project.tree / ".env").write_text("HF_TOKEN=x\n")
     else:  # a branch holding a commit the seam branch does not
         project.commit_in_tree("vllm/mine.py", "y = 2\n", message("mine", "my branch"))
-        git.run(project.tree, "branch", "mine")
-        git.run(project.tree, "reset", "-q", "--hard", "HEAD~1")
+        git.core.run(project.tree, "branch", "mine")
+        git.core.run(project.tree, "reset", "-q", "--hard", "HEAD~1")
     out = json.loads(project.cli("clean", "--json", expect=5).stdout)
     assert "refresh" not in out["hint"] and out["hint"].startswith("`make clean FORCE=1`"), out["hint"]
     assert project.refresh().exit_code == 0 and project.cli("clean", expect=5)  # refresh changes nothing
@@ -139,11 +139,11 @@ def test_clean_removes_a_tree_holding_only_what_the_tool_recorded(project):
 def test_clean_refuses_refs_of_yours_and_what_an_earlier_force_kept(project):
     project.apply()
     project.commit_in_tree("vllm/mine.py", "y = 2\n", message("mine", "my branch"))
-    git.run(project.tree, "branch", "mine")
-    git.run(project.tree, "reset", "-q", "--hard", "HEAD~1")
+    git.core.run(project.tree, "branch", "mine")
+    git.core.run(project.tree, "reset", "-q", "--hard", "HEAD~1")
     err = project.cli("clean", expect=5).stderr
     assert "refs/heads/mine" in err
-    git.run(project.tree, "branch", "-D", "mine")
+    git.core.run(project.tree, "branch", "-D", "mine")
     (project.tree / "README.md").write_text("edited\n")
     project.apply("--force")  # the edit goes into refs/tkv-seam/dropped/<time>, in the tree
     err = project.cli("clean", expect=5).stderr

@@ -58,7 +58,7 @@ def test_the_edit_recipe_runs_as_written_and_refresh_changes_that_patch(project)
         "GIT_SEQUENCE_EDITOR=: git rebase -i --autosquash tkv-seam-base",
     ]
     # a bare ':/<slug>' would have picked the later patch, whose Depends-on names the slug
-    assert git.out(project.tree, "log", "-1", "--format=%s", ":/add-mul").strip() == "use-mul: use mul()"
+    assert git.core.out(project.tree, "log", "-1", "--format=%s", ":/add-mul").strip() == "use-mul: use mul()"
     arg_utils = project.tree / "vllm/engine/arg_utils.py"
     arg_utils.write_text(arg_utils.read_text().replace("return a * b", "return b * a"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | IDENTITY
@@ -75,7 +75,7 @@ def test_the_edit_recipe_runs_as_written_and_refresh_changes_that_patch(project)
             timeout=60,
         )
         assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
-    assert git.out(project.tree, "log", "--format=%s", "tkv-seam-base..").split("\n")[:2] == [
+    assert git.core.out(project.tree, "log", "--format=%s", "tkv-seam-base..").split("\n")[:2] == [
         "use-mul: use mul()",
         "add-mul: add mul()",
     ]

@@ -99,7 +99,9 @@ def test_the_fixup_hint_runs_as_written_for_a_tree_at_an_odd_path(project):
     project.cli("apply", "--base", NAME, "--tree", str(tree))
     cache = tree / "vllm/config/cache.py"
     cache.write_text(cache.read_text().replace("line 10\n", "line 10 (seam)\n"))
-    git.commit(tree, message("cache-tweak"), "Seam Dev <dev@example.invalid>", paths=["vllm/config/cache.py"])
+    git.index.commit(
+        tree, message("cache-tweak"), "Seam Dev <dev@example.invalid>", paths=["vllm/config/cache.py"]
+    )
     project.cli("refresh", "--base", NAME, "--tree", str(tree))
     cache.write_text(cache.read_text().replace("line 30\n", "line 30 (seam)\n"))
     res = project.cli("refresh", "--base", NAME, "--tree", str(tree), "--json", expect=5)
@@ -128,8 +130,8 @@ def test_refresh_of_a_commit_that_cannot_be_a_patch_says_to_change_that_commit(p
     subject = "Fix stuff" if odd == "no slug" else message("odd")
     if odd == "no slug":
         (tree / "vllm/x.py").write_text("x = 1\n")
-    git.out(tree, "add", "-A")
-    git.out(
+    git.core.out(tree, "add", "-A")
+    git.core.out(
         tree,
         "-c",
         "user.name=Seam Dev",
@@ -143,7 +145,7 @@ def test_refresh_of_a_commit_that_cannot_be_a_patch_says_to_change_that_commit(p
     )
     res = project.refresh(expect=1)
     hint = hint_of(res)
-    commit = git.head(tree)[:12]
+    commit = git.repo.head(tree)[:12]
     assert f"commit {commit}" in res.stderr and "nothing was written" in res.stderr
     assert "make lint" not in hint and f"git -C {tree} rebase -i tkv-seam-base" in hint
     assert problems(hint) == []

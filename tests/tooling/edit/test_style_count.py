@@ -57,7 +57,7 @@ def test_a_file_a_later_patch_deletes_is_no_problem(project):
 
     project.apply()
     project.commit_in_tree("vllm/tmp_x.py", "X = 1\n", message("add-x", "add x"))
-    git.run(project.tree, "rm", "-q", "vllm/tmp_x.py")
-    git.commit(project.tree, message("drop-x", "drop x"), "Seam Dev <dev@example.invalid>")
+    git.core.run(project.tree, "rm", "-q", "vllm/tmp_x.py")
+    git.index.commit(project.tree, message("drop-x", "drop x"), "Seam Dev <dev@example.invalid>")
     project.refresh()
     assert project.cli("stylecheck", "--base", NAME).stdout.strip() == "stylecheck: ok"

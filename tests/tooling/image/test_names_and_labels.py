@@ -117,11 +117,11 @@ def test_references_are_checked_before_anything_is_built():
 
 
 def test_provenance_is_the_commit_and_a_credential_free_source(tmp_path):
-    git.init(tmp_path)
+    git.repo.init(tmp_path)
     (tmp_path / "Dockerfile").write_text("FROM x\n")
     (tmp_path / "notes.txt").write_text("not an input of the image\n")
-    commit = git.commit(tmp_path, "init\n", "A <a@example.invalid>")
-    git.run(tmp_path, "remote", "add", "origin", "https://user:s3cret@example.invalid/org/tkv-seam.git")
+    commit = git.index.commit(tmp_path, "init\n", "A <a@example.invalid>")
+    git.core.run(tmp_path, "remote", "add", "origin", "https://user:s3cret@example.invalid/org/tkv-seam.git")
     assert provenance(tmp_path) == ("https://example.invalid/org/tkv-seam.git", commit)
     (tmp_path / "notes.txt").write_text("edited\n")  # not an input: still clean
     assert provenance(tmp_path, "https://elsewhere.invalid/x") == ("https://elsewhere.invalid/x", commit)

@@ -28,7 +28,7 @@ def staged(project, tmp_path):
     state = json.loads((project.tree / ".git" / "tkv-seam.json").read_text())
     for p in paths:
         (site / p).parent.mkdir(parents=True, exist_ok=True)
-        (site / p).write_bytes(git.run(project.tree, "show", f"{state['base_commit']}:{p}").stdout)
+        (site / p).write_bytes(git.core.run(project.tree, "show", f"{state['base_commit']}:{p}").stdout)
     return project, paths, site, state
 
 

@@ -51,7 +51,7 @@ def test_refresh_keeps_the_mode_of_the_patches_it_rewrites(project):
     git_msg = "add-mul: add mul()\n\nAdds mul(), reworded.\n"
     from tkvseam import git
 
-    git.run(project.tree, "commit", "-q", "--amend", "-m", git_msg)
+    git.core.run(project.tree, "commit", "-q", "--amend", "-m", git_msg)
     project.refresh()
     assert "reworded" in patch.read_text() and _mode(patch) == 0o644  # mkstemp + replace made it 0600
 

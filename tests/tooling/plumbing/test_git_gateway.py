@@ -11,13 +11,15 @@ PACKAGE = Path(tkvseam.__file__).parent
 
 
 def _raw_git_calls(path: Path) -> list[str]:
-    """``git.run``/``git.out`` uses, imports of them, and subprocess calls of git, in one module."""
+    """``git.core.run``/``git.core.out`` uses (or ``git.run``), imports of them, and subprocess calls
+    of git, in one module."""
     tree = ast.parse(path.read_text(), str(path))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in ("run", "out"):
-            if isinstance(node.value, ast.Name) and node.value.id == "git":
-                found.append(f"{path.name}:{node.lineno}: git.{node.attr}")
+            owner = ast.unparse(node.value)
+            if owner in ("git", "git.core"):
+                found.append(f"{path.name}:{node.lineno}: {owner}.{node.attr}")
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] in ("git", "core"):
             names = {a.name for a in node.names}
             if names & {"run", "out"}:
@@ -41,11 +43,12 @@ def test_the_check_sees_a_raw_call(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(
         "import subprocess\nfrom . import git\nfrom .git import run\n\n"
-        "def f(t):\n    subprocess.run(['git', 'log'])\n    return git.out(t, 'log')\n"
+        "def f(t):\n    subprocess.run(['git', 'log'])\n    git.core.run(t, 'gc')\n    return git.out(t, 'log')\n"
     )
     assert sorted(h.split(": ", 1)[1] for h in _raw_git_calls(bad)) == [
         "a git command run by hand",
         "from git import ['run']",
+        "git.core.run",
         "git.out",
     ]
 

@@ -32,11 +32,11 @@ def assert_tree_is_whole(project, subjects: list[str]) -> None:
     tree = project.tree
     state = json.loads((tree / ".git/tkv-seam.json").read_text())
     assert not state.get("pending")
-    assert git.head(tree) == state["head"] and git.status_porcelain(tree) == []
-    log = git.out(tree, "log", "--format=%s", f"{state['base_commit']}..HEAD").splitlines()
+    assert git.repo.head(tree) == state["head"] and git.index.status_porcelain(tree) == []
+    log = git.core.out(tree, "log", "--format=%s", f"{state['base_commit']}..HEAD").splitlines()
     assert log == subjects
     # every commit holds the whole base (no partial trees from a shared index)
-    assert git.out(tree, "ls-tree", "-r", "--name-only", "HEAD").count("\n") >= 5
+    assert git.core.out(tree, "ls-tree", "-r", "--name-only", "HEAD").count("\n") >= 5
     assert not [p.name for p in tree.parent.iterdir() if p.name.startswith(".")]
     assert not list(project.cache.rglob("*.lock")) and not list((project.cache / "bases").glob(".*"))
 

@@ -31,12 +31,12 @@ def stopped_at_0006(project):
 
 def test_a_port_tree_switched_to_another_branch_is_refused_before_the_queue_loses_patches(pproject):
     tree = stopped_at_0006(pproject)
-    git.run(tree, "checkout", "-q", "-b", "other", "HEAD~2")  # fuzz-far and tail-append are not on it
+    git.core.run(tree, "checkout", "-q", "-b", "other", "HEAD~2")  # fuzz-far and tail-append are not on it
     err = port(pproject, "skip", "--reason", "upstream has it", expect=5).stderr
     assert "HEAD is" in err and "(other)" in err and "fuzz-far, tail-append" in err
     assert f"git -C {tree} checkout seam" in err
     assert not (pproject.root / "patches" / NEXT).exists()  # nothing written
-    git.run(tree, "checkout", "-q", "seam")
+    git.core.run(tree, "checkout", "-q", "seam")
     port(pproject, "skip", "--reason", "upstream has it")
     assert len((pproject.root / "patches" / NEXT / "series").read_text().split()) == 7
 
@@ -108,9 +108,9 @@ def test_a_resolution_committed_by_hand_under_another_subject_is_refused_with_a_
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
     resolve_0001(tree)
-    base = git.head(tree)
-    git.commit(tree, "my resolution\n", "Seam Dev <dev@example.invalid>")
+    base = git.repo.head(tree)
+    git.index.commit(tree, "my resolution\n", "Seam Dev <dev@example.invalid>")
     err = port(pproject, "continue", expect=5).stderr
     assert f"git -C {tree} reset --soft {base[:12]}" in err
-    git.run(tree, "reset", "-q", "--soft", base)
+    git.core.run(tree, "reset", "-q", "--soft", base)
     assert "stopped at 0006-register.patch" in port(pproject, "continue", expect=12).stderr

@@ -48,9 +48,9 @@ def journal(tmp_path):
     root = tmp_path / "proj"
     tree = root / "build" / f"port-{TO}"
     tree.mkdir(parents=True)
-    git.init(tree, BRANCH)  # the port's branch
+    git.repo.init(tree, BRANCH)  # the port's branch
     (tree / "base.py").write_text("base = 1\n")
-    base = git.commit(tree, "base", AUTHOR)
+    base = git.index.commit(tree, "base", AUTHOR)
     series = ["patches/0001-add-a.patch", "patches/0002-add-b.patch"]
     PortJournal.copy_queue(
         tree,
@@ -63,7 +63,7 @@ def journal(tmp_path):
 
 def _commit(j: PortJournal, rel: str, msg: str) -> str:
     (j.path / rel).write_text("x = 1\n")
-    return git.commit(j.path, msg, AUTHOR, paths=[rel])
+    return git.index.commit(j.path, msg, AUTHOR, paths=[rel])
 
 
 def test_a_patch_begun_and_recorded_is_through_with_its_verdict_and_reason(journal):

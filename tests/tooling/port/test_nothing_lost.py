@@ -58,10 +58,10 @@ def test_two_modes_never_combine_and_the_tree_keeps_its_staged_resolution(pproje
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
     resolve_0001(tree)
-    staged = git.staged_paths(tree)
+    staged = git.index.staged_paths(tree)
     res = pproject.cli(*args, expect=2)
     assert "No such option" in res.stderr or "no such option" in res.stderr.lower()
-    assert tree.is_dir() and git.staged_paths(tree) == staged
+    assert tree.is_dir() and git.index.staged_paths(tree) == staged
     assert json.loads(port(pproject, "status", "--json").output)["current"] == "0001-add-mul.patch"
 
 
@@ -77,9 +77,9 @@ def test_port_help_lists_the_verbs(pproject):
 def test_abort_keeps_every_commit_staged_and_unstaged_change_in_a_bundle(pproject, tmp_path):
     _stopped_at_0006(pproject)
     tree = port_tree(pproject)
-    resolution = git.head(tree)
+    resolution = git.repo.head(tree)
     (tree / "vllm/registry.py").write_text("REG = {'staged': 1}\n")
-    git.stage(tree, ["vllm/registry.py"])
+    git.index.stage(tree, ["vllm/registry.py"])
     (tree / "vllm/tail.py").write_text("unstaged = 1\n")
     (tree / "notes.txt").write_text("my notes\n")
     before = sorted(
@@ -94,9 +94,9 @@ def test_abort_keeps_every_commit_staged_and_unstaged_change_in_a_bundle(pprojec
     assert bundle.parent == pproject.root / "build" / "dropped" and bundle.is_file()
     back = tmp_path / "back"
     subprocess.run(["git", "clone", "-q", str(bundle), str(back)], check=True)
-    git.fetch(back, bundle, "+refs/tkv-seam/*:refs/tkv-seam/*", "+refs/tags/*:refs/tags/*")
-    assert git.head(back) == resolution  # every commit: 0001's resolution and 0002-0005
-    subjects = git.out(back, "log", "--format=%s", "tkv-seam-base..HEAD").splitlines()
+    git.repo.fetch(back, bundle, "+refs/tkv-seam/*:refs/tkv-seam/*", "+refs/tags/*:refs/tags/*")
+    assert git.repo.head(back) == resolution  # every commit: 0001's resolution and 0002-0005
+    subjects = git.core.out(back, "log", "--format=%s", "tkv-seam-base..HEAD").splitlines()
     assert [s.split(":")[0] for s in subjects] == [
         "tail-append",
         "fuzz-far",
@@ -105,13 +105,13 @@ def test_abort_keeps_every_commit_staged_and_unstaged_change_in_a_bundle(pprojec
         "add-mul",
     ]
     kept = "refs/tkv-seam/kept"
-    assert git.show(back, f"{kept}/index", "vllm/registry.py") == b"REG = {'staged': 1}\n"
-    assert git.show(back, f"{kept}/index", "vllm/tail.py") == git.show(back, "HEAD", "vllm/tail.py")
-    assert git.show(back, f"{kept}/worktree", "vllm/tail.py") == b"unstaged = 1\n"
-    assert git.show(back, f"{kept}/worktree", "notes.txt") == b"my notes\n"
-    state = json.loads(git.show(back, f"{kept}/files", "tkv-seam.json"))
+    assert git.repo.show(back, f"{kept}/index", "vllm/registry.py") == b"REG = {'staged': 1}\n"
+    assert git.repo.show(back, f"{kept}/index", "vllm/tail.py") == git.repo.show(back, "HEAD", "vllm/tail.py")
+    assert git.repo.show(back, f"{kept}/worktree", "vllm/tail.py") == b"unstaged = 1\n"
+    assert git.repo.show(back, f"{kept}/worktree", "notes.txt") == b"my notes\n"
+    state = json.loads(git.repo.show(back, f"{kept}/files", "tkv-seam.json"))
     assert state["port"]["current"] == "0006-register.patch"
-    assert git.show(back, f"{kept}/files", "tkv-seam-port-msg").startswith(b"register: add register()")
+    assert git.repo.show(back, f"{kept}/files", "tkv-seam-port-msg").startswith(b"register: add register()")
     assert "none in progress" in port(pproject, "status").output  # gone: no port (an answer, exit 0)
 
 
@@ -119,13 +119,13 @@ def test_abort_at_a_conflict_keeps_the_conflicted_files_as_they_are(pproject, tm
     port(pproject, "start", expect=12)  # 0001 conflicts: unmerged index entries, markers in the file
     tree = port_tree(pproject)
     marked = (tree / "vllm/engine/arg_utils.py").read_bytes()
-    assert b"<<<<<<<" in marked and git.unmerged_paths(tree)
+    assert b"<<<<<<<" in marked and git.index.unmerged_paths(tree)
     bundle = Path(json.loads(port(pproject, "abort", "--json").output)["bundle"])
     back = tmp_path / "back"
     subprocess.run(["git", "clone", "-q", str(bundle), str(back)], check=True)
-    git.fetch(back, bundle, "+refs/tkv-seam/*:refs/tkv-seam/*")
-    assert git.show(back, "refs/tkv-seam/kept/index", "vllm/engine/arg_utils.py") == marked
-    assert git.show(back, "refs/tkv-seam/kept/worktree", "vllm/engine/arg_utils.py") == marked
+    git.repo.fetch(back, bundle, "+refs/tkv-seam/*:refs/tkv-seam/*")
+    assert git.repo.show(back, "refs/tkv-seam/kept/index", "vllm/engine/arg_utils.py") == marked
+    assert git.repo.show(back, "refs/tkv-seam/kept/worktree", "vllm/engine/arg_utils.py") == marked
 
 
 def test_abort_through_a_symlinked_tree_is_refused_and_says_so(pproject):
@@ -163,9 +163,9 @@ def test_finish_refuses_a_queue_written_since_the_port_started_and_force_keeps_i
 
 
 def _git_project(project: Project) -> None:
-    git.init(project.root)
+    git.repo.init(project.root)
     (project.root / ".gitignore").write_text("/build/\n")
-    git.commit(project.root, "the project\n", "Seam Dev <dev@example.invalid>")
+    git.index.commit(project.root, "the project\n", "Seam Dev <dev@example.invalid>")
 
 
 def test_finish_refuses_a_queue_with_uncommitted_edits_and_a_re_port_keeps_what_it_replaces(pproject):
@@ -173,10 +173,10 @@ def test_finish_refuses_a_queue_with_uncommitted_edits_and_a_re_port_keeps_what_
     _stopped_at_0006(pproject)
     port(pproject, "skip", "--reason", "upstream has register()")  # finishes: the queue is written
     queue = pproject.root / "patches" / NEXT
-    git.commit(pproject.root, "the port's queue\n", "Seam Dev <dev@example.invalid>")
+    git.index.commit(pproject.root, "the port's queue\n", "Seam Dev <dev@example.invalid>")
     reviewed = (queue / "PORT.md").read_text() + "\nReviewed: every verdict checked by hand.\n"
     (queue / "PORT.md").write_text(reviewed)
-    git.commit(pproject.root, "reviewed PORT.md\n", "Seam Dev <dev@example.invalid>")
+    git.index.commit(pproject.root, "reviewed PORT.md\n", "Seam Dev <dev@example.invalid>")
     # port again onto the base that has its reviewed queue; an uncommitted edit is in it
     _stopped_at_0006(pproject, again=True)
     edit = queue / "0002-use-mul.patch"
@@ -184,7 +184,7 @@ def test_finish_refuses_a_queue_with_uncommitted_edits_and_a_re_port_keeps_what_
     err = port(pproject, "skip", "--reason", "upstream has register()", expect=5).stderr
     assert "uncommitted edits" in err and f"patches/{NEXT}/0002-use-mul.patch" in err
     assert "(my edit)" in edit.read_text()
-    git.checkout_paths(pproject.root, "HEAD", [str(edit.relative_to(pproject.root))])
+    git.index.checkout_paths(pproject.root, "HEAD", [str(edit.relative_to(pproject.root))])
     res = port(pproject, "finish")  # committed and unchanged since the start: written, what it replaced kept
     assert "the files it replaced are in" in res.output
     backup = res.output.rsplit("the files it replaced are in ", 1)[1].split()[0]
@@ -198,11 +198,11 @@ def test_finish_refuses_a_queue_with_uncommitted_edits_and_a_re_port_keeps_what_
 def test_a_copied_project_ports_its_own_tree_and_never_the_original(pproject, tmp_path):
     port(pproject, "start", expect=12)
     resolve_0001(port_tree(pproject))
-    staged = git.staged_paths(port_tree(pproject))
+    staged = git.index.staged_paths(port_tree(pproject))
     copy = Project(tmp_path / "copy", pproject.cache)
     shutil.copytree(pproject.root, copy.root, symlinks=True)
     copy.cli("port", "skip", "--to", NEXT, "--reason", "left out in the copy", expect=12)
-    assert git.staged_paths(port_tree(pproject)) == staged  # the original's resolution is untouched
+    assert git.index.staged_paths(port_tree(pproject)) == staged  # the original's resolution is untouched
     assert json.loads(port(pproject, "status", "--json").output)["current"] == "0001-add-mul.patch"
     status = json.loads(copy.cli("port", "status", "--to", NEXT, "--json").output)
     assert status["done"][0]["status"] == "skipped" and status["tree"] == str(port_tree(copy))
@@ -253,11 +253,11 @@ def test_a_killed_start_or_report_leaves_a_scratch_tree_the_next_run_removes(ppr
 
 def test_port_writes_never_go_through_a_symlink_of_the_new_base(tmp_path):
     tree = tmp_path / "build" / "port"
-    git.init(tree)
+    git.repo.init(tree)
     (tree / "vllm").mkdir()
     (tree / "vllm" / "engine").symlink_to("../..")  # vllm/engine/x -> build/x
     (tree / "vllm" / "other.py").write_text("a = 1\n")
-    git.commit(tree, "new base\n", "Up Stream <up@example.invalid>")
+    git.index.commit(tree, "new base\n", "Up Stream <up@example.invalid>")
     text = (
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
         "From: Seam Dev <dev@example.invalid>\nSubject: [PATCH] " + message("extra", "add extra.py")
@@ -294,10 +294,10 @@ def test_a_self_port_and_a_port_onto_an_older_base_are_refused(pproject):
 def test_a_multi_line_reason_is_refused_before_anything_is_written(pproject, verb):
     _stopped_at_0006(pproject)
     tree = port_tree(pproject)
-    head = git.head(tree)
+    head = git.repo.head(tree)
     err = port(pproject, verb, "--reason", "upstream has it\n\nVerdict: dropped", expect=2).stderr
     assert "--reason must be one line" in err
-    assert git.head(tree) == head and not (pproject.root / "patches" / NEXT).exists()
+    assert git.repo.head(tree) == head and not (pproject.root / "patches" / NEXT).exists()
     assert json.loads(port(pproject, "status", "--json").output)["current"] == "0006-register.patch"
 
 
@@ -317,7 +317,7 @@ def test_a_finish_killed_while_writing_the_queue_is_taken_up_by_the_next(pprojec
     for p in sorted(queue.glob("000[1-3]-*.patch")):  # the reviewed queue words its descriptions its own way
         reviewed[p.name] = p.read_text().replace("Changes things.", "Reviewed: changes things.")
         p.write_text(reviewed[p.name])
-    git.commit(pproject.root, "the reviewed queue\n", "Seam Dev <dev@example.invalid>")
+    git.index.commit(pproject.root, "the reviewed queue\n", "Seam Dev <dev@example.invalid>")
     _stopped_at_0006(pproject, again=True)  # a port again, onto the base that has a reviewed queue
     # killed as the second patch file is written: the queue half new, half reviewed
     argv = pproject.argv("port", "skip", "--to", NEXT, "--reason", "upstream has register()")
@@ -337,7 +337,7 @@ def test_continue_refuses_a_message_that_would_lose_the_header_before_committing
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
     resolve_0001(tree)
-    head = git.head(tree)
+    head = git.repo.head(tree)
     msg = tree / ".git" / "tkv-seam-port-msg"
     text = msg.read_text()
     msg.write_text(text.replace("Verdict: still needed\n", "Verdict: still needed\n\n"))  # the fields split
@@ -345,7 +345,9 @@ def test_continue_refuses_a_message_that_would_lose_the_header_before_committing
     assert "lost the header field(s) Verdict" in err and "next:" in err
     msg.write_text(text.replace("add-mul: add mul()", "renamed: add mul()"))
     assert "not the patch's slug 'add-mul'" in port(pproject, "continue", expect=5).stderr
-    assert git.head(tree) == head and git.staged_paths(tree)  # nothing committed, the resolution staged
+    assert git.repo.head(tree) == head and git.index.staged_paths(
+        tree
+    )  # nothing committed, the resolution staged
     msg.write_text(text)
     assert "stopped at 0006-register.patch" in port(pproject, "continue", expect=12).stderr
 
@@ -377,8 +379,8 @@ def test_a_port_state_no_release_wrote_is_not_read_and_nothing_changes(pproject)
     state = json.loads((tree / ".git/tkv-seam.json").read_text())
     (tree / ".git/tkv-seam.json").unlink()
     (tree / ".git/tkv-seam-port.json").write_text(json.dumps({"to_base": state["base"], "next": 0}))
-    head = git.head(tree)
+    head = git.repo.head(tree)
     res = port(pproject, "status", "--json", expect=1)
     out = json.loads(res.stdout)
     assert "holds no port tkv-seam can go on with" in out["error"] and "mv " in out["hint"]
-    assert git.head(tree) == head and (tree / ".git/tkv-seam-port.json").exists()
+    assert git.repo.head(tree) == head and (tree / ".git/tkv-seam-port.json").exists()

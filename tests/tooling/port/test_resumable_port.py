@@ -45,7 +45,7 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
         pproject, "continue", "--verdict", "re-expressed", "--reason", "upstream rewrote sub()", expect=12
     ).stderr
     assert "stopped at 0006-register.patch: likely obsolete" in err
-    msg = git.out(tree, "log", "-1", "--format=%an <%ae>%n%B", "HEAD~4")
+    msg = git.core.out(tree, "log", "-1", "--format=%an <%ae>%n%B", "HEAD~4")
     assert msg.startswith(AUTHOR + "\nadd-mul: add mul()")
     assert (
         "Verdict: re-expressed\nReason: upstream rewrote sub()\nUpstream: upstreamable\nDepends-on: none\n"
@@ -79,7 +79,7 @@ def test_continue_commits_with_the_patch_header_and_skip_records_the_reason(ppro
     if shutil.which("quilt"):  # the new queue is a quilt queue too (absolute QUILT_SERIES: README)
         pristine = pproject.root / "build" / "quilt"
         pristine.mkdir()
-        archive = git.run(pproject.root / "build" / f"port-{NEXT}", "archive", "tkv-seam-base").stdout
+        archive = git.core.run(pproject.root / "build" / f"port-{NEXT}", "archive", "tkv-seam-base").stdout
         subprocess.run(["tar", "-x", "-C", str(pristine)], input=archive, check=True)
         env = {**os.environ, "QUILT_PATCHES": str(queue), "QUILT_SERIES": str(queue / "series")}
         proc = subprocess.run(
@@ -114,7 +114,7 @@ def _stopped_at_0006(pproject, tree) -> None:
     """The port goes on from where it was killed: one commit per patch, none twice."""
     err = port(pproject, "continue", expect=12).stderr
     assert "stopped at 0006-register.patch: likely obsolete" in err
-    subjects = git.out(tree, "log", "--format=%s", "tkv-seam-base..HEAD").splitlines()
+    subjects = git.core.out(tree, "log", "--format=%s", "tkv-seam-base..HEAD").splitlines()
     assert [s.split(":")[0] for s in reversed(subjects)] == [
         "add-mul",
         "use-mul",
@@ -134,8 +134,8 @@ def test_a_port_killed_after_a_commit_records_it_as_what_it_was_and_goes_on(ppro
     tree = port_tree(pproject)
     resolve_0001(tree)
     # killed right after committing 0002 (applied 3-way: its offset needs a merge), before recording it
-    crash_at("tkvseam.git.commit", *pproject.argv("port", *CONTINUE), after=True)
-    assert git.out(tree, "log", "-1", "--format=%s") == "use-mul: use mul"
+    crash_at("tkvseam.git.index.commit", *pproject.argv("port", *CONTINUE), after=True)
+    assert git.core.out(tree, "log", "-1", "--format=%s") == "use-mul: use mul"
     status = json.loads(port(pproject, "status", "--json").output)
     assert [(d["name"], d["status"]) for d in status["done"]] == [
         ("0001-add-mul.patch", "resolved"),
@@ -150,7 +150,7 @@ def test_a_port_killed_after_committing_a_resolution_keeps_its_verdict(pproject,
     tree = port_tree(pproject)
     resolve_0001(tree)
     # killed right after the resolution is committed, the state still says "stopped at 0001"
-    crash_at("tkvseam.git.commit_index", *pproject.argv("port", *CONTINUE), after=True)
+    crash_at("tkvseam.git.index.commit_index", *pproject.argv("port", *CONTINUE), after=True)
     _stopped_at_0006(pproject, tree)
     first = json.loads(port(pproject, "status", "--json").output)["done"][0]
     assert (first["status"], first["verdict"], first["reason"]) == (
@@ -171,13 +171,13 @@ def test_a_port_killed_while_applying_keeps_the_leftovers_and_applies_again(ppro
         after=True,
         when="0003-",
     )
-    assert git.status_porcelain(tree)  # half applied
-    before = set(git.refs(tree, "refs/tkv-seam/dropped"))
+    assert git.index.status_porcelain(tree)  # half applied
+    before = set(git.repo.refs(tree, "refs/tkv-seam/dropped"))
     _stopped_at_0006(pproject, tree)
-    kept = set(git.refs(tree, "refs/tkv-seam/dropped")) - before
+    kept = set(git.repo.refs(tree, "refs/tkv-seam/dropped")) - before
     assert len(kept) == 1  # the leftovers are kept, not thrown away
     ref = kept.pop()
-    assert git.out(tree, "diff", "--name-only", f"{ref}^", ref).split() == [
+    assert git.core.out(tree, "diff", "--name-only", f"{ref}^", ref).split() == [
         "tests/test_seam.py",
         "vllm/config/cache.py",
     ]
@@ -232,12 +232,12 @@ def test_port_refuses_a_build_tree_holding_an_unrefreshed_commit(project, releas
     nxt = _two_bases(project, releases)
     project.apply()
     project.commit_in_tree("vllm/new.py", "x = 1\n", message("new-file", "add new.py"))
-    head = git.head(project.tree)
+    head = git.repo.head(project.tree)
     err = project.cli(
         "port", "start", "--base", NAME, "--to", nxt, "--tree", str(project.tree), expect=5
     ).stderr
     assert "not made by tkv-seam port" in err
-    assert git.head(project.tree) == head and (project.tree / "vllm/new.py").exists()
+    assert git.repo.head(project.tree) == head and (project.tree / "vllm/new.py").exists()
 
 
 def test_port_refuses_to_restart_over_a_committed_resolution(project, releases):
@@ -248,11 +248,11 @@ def test_port_refuses_to_restart_over_a_committed_resolution(project, releases):
     project.cli("port", "start", "--base", NAME, "--to", nxt, expect=12)  # stops at add-mul
     tree = project.root / "build" / f"port-{nxt}"
     (tree / "vllm/engine/arg_utils.py").write_text("def add(a, b):\n    return a + b\n")  # resolved
-    git.commit(tree, "add-mul: add mul()\n", "Seam Dev <dev@example.invalid>")
-    resolution = git.head(tree)
+    git.index.commit(tree, "add-mul: add mul()\n", "Seam Dev <dev@example.invalid>")
+    resolution = git.repo.head(tree)
     err = project.cli("port", "start", "--base", NAME, "--to", nxt, expect=5).stderr
     assert "already in progress" in err and "0002-add-mul.patch" in err
-    assert git.head(tree) == resolution
+    assert git.repo.head(tree) == resolution
 
 
 def test_port_refuses_a_finished_port_tree_with_a_user_commit_and_replaces_an_untouched_one(
@@ -270,7 +270,9 @@ def test_port_refuses_a_finished_port_tree_with_a_user_commit_and_replaces_an_un
     tree = project.root / "build" / f"port-{nxt}"
     project.cli("port", "start", "--base", NAME, "--to", nxt)  # its own, untouched: replaced
     (tree / "vllm/extra.py").write_text("y = 2\n")
-    git.commit(tree, "extra: my resolution\n", "Seam Dev <dev@example.invalid>", paths=["vllm/extra.py"])
+    git.index.commit(
+        tree, "extra: my resolution\n", "Seam Dev <dev@example.invalid>", paths=["vllm/extra.py"]
+    )
     err = project.cli("port", "start", "--base", NAME, "--to", nxt, expect=5).stderr
     assert "extra: my resolution" in err
     assert (tree / "vllm/extra.py").read_text() == "y = 2\n"
@@ -288,8 +290,8 @@ def test_a_patch_that_goes_in_by_itself_commits_only_its_own_files(pproject):
     (cache / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
     resolve_0001(tree)
     port(pproject, "continue", "--verdict", "re-expressed", "--reason", "upstream rewrote sub()", expect=12)
-    first = git.out(tree, "rev-list", "--max-parents=0", "HEAD")
-    committed = git.out(tree, "log", "--name-only", "--format=", f"{first}..HEAD").split()
+    first = git.core.out(tree, "rev-list", "--max-parents=0", "HEAD")
+    committed = git.core.out(tree, "log", "--name-only", "--format=", f"{first}..HEAD").split()
     assert committed and not [name for name in committed if name.startswith(".ruff_cache/")], committed
     assert (cache / "CACHEDIR.TAG").is_file()
 

@@ -28,8 +28,8 @@ def _stopped_at_0006(pproject) -> None:
 
 
 def _commit_project(pproject, msg: str) -> None:
-    git.run(pproject.root, "add", "patches")
-    git.run(
+    git.core.run(pproject.root, "add", "patches")
+    git.core.run(
         pproject.root,
         "commit",
         "-q",
@@ -51,11 +51,13 @@ def test_continue_refuses_an_unknown_verdict_listing_the_allowed_ones(pproject):
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
     resolve_0001(tree)
-    head = git.head(tree)
+    head = git.repo.head(tree)
     err = port(pproject, "continue", "--verdict", "bogus", "--reason", "x", expect=2).stderr
     assert "Verdict 'bogus' is not one of 'still needed', 'still needed, fixed', 're-expressed'" in err
     assert "make port VERB=continue TO=v9.10.0 VERDICT='still needed'" in err
-    assert git.head(tree) == head and git.staged_paths(tree)  # nothing committed, the resolution staged
+    assert git.repo.head(tree) == head and git.index.staged_paths(
+        tree
+    )  # nothing committed, the resolution staged
     assert json.loads(port(pproject, "status", "--json").output)["current"] == "0001-add-mul.patch"
 
 
@@ -65,10 +67,10 @@ def test_a_message_edited_to_an_unknown_verdict_is_refused_before_the_commit(ppr
     resolve_0001(tree)
     msg = tree / ".git" / "tkv-seam-port-msg"
     msg.write_text(msg.read_text().replace("Verdict: still needed", "Verdict: maybe"))
-    head = git.head(tree)
+    head = git.repo.head(tree)
     err = port(pproject, "continue", expect=5).stderr
     assert f"{msg}: Verdict 'maybe' is not one of" in err and "would fail lint" in err
-    assert git.head(tree) == head
+    assert git.repo.head(tree) == head
 
 
 def test_lint_refuses_a_patch_whose_verdict_is_unknown(pproject):
@@ -103,12 +105,12 @@ def test_a_tampered_place_in_the_queue_is_a_clean_error_on_skip(pproject, place)
     data = json.loads(state.read_text())
     data["port"]["next"] = place
     state.write_text(json.dumps(data))
-    head = git.head(tree)
+    head = git.repo.head(tree)
     res = port(pproject, "skip", "--reason", "x", expect=1)
     assert f"next = {place}" in res.stderr and "edited by hand?" in res.stderr
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr
     assert "make port VERB=abort TO=v9.10.0" in res.stderr
-    assert git.head(tree) == head and json.loads(state.read_text())["port"]["next"] == place
+    assert git.repo.head(tree) == head and json.loads(state.read_text())["port"]["next"] == place
     port(pproject, "abort")  # the way out the hint names works, and keeps the tree in a bundle
     assert not tree.exists()
 
@@ -165,7 +167,7 @@ def test_a_start_over_a_finished_port_holding_commits_hints_the_refresh_of_that_
     _finished(pproject)
     tree = port_tree(pproject)
     (tree / "notes.py").write_text("x = 1\n")
-    git.commit(tree, "notes: mine\n", "Seam Dev <dev@example.invalid>", paths=["notes.py"])
+    git.index.commit(tree, "notes: mine\n", "Seam Dev <dev@example.invalid>", paths=["notes.py"])
     err = port(pproject, "start", expect=5).stderr
     assert "make refresh" not in err  # that refreshes build/vllm-v9.10.0, not the port tree
     refresh = f".venv/bin/tkv-seam refresh --base {NEXT} --tree {tree}"

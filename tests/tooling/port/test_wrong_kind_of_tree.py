@@ -37,7 +37,7 @@ def test_a_tree_inside_a_git_directory_is_refused_and_nothing_is_made_there(carr
     assert "inside the git directory" in err and not inside.exists()
     err = carry_project.cli("apply", "--base", "v9.9.9", "--tree", str(inside), expect=5).stderr
     assert "inside the git directory" in err and not inside.exists()
-    assert git.run(carry_project.root, "for-each-ref").stdout.decode().count("refs/heads/") == 1
+    assert git.core.run(carry_project.root, "for-each-ref").stdout.decode().count("refs/heads/") == 1
 
 
 def test_a_file_given_as_the_port_tree_is_named_and_no_start_is_hinted_there(carry_project):  # noqa: F811

@@ -37,7 +37,7 @@ def test_a_damaged_patch_is_restored_from_git_only_when_git_tracks_it(project, t
         return
     restore = f"git checkout -- {patch}"
     assert f"`{restore}`" in hint
-    git.run(project.root, *restore.split()[1:])  # as written
+    git.core.run(project.root, *restore.split()[1:])  # as written
     assert patch.read_bytes() == good
 
 

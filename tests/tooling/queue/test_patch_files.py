@@ -28,10 +28,10 @@ def apply_patch(tree, patch) -> None:
     """Apply ``patch`` the way ``apply`` does (``commits.commit_series``, exact replay, plumbing only)
     onto a commit of ``tree``'s files as they are; then check the result out."""
     if not (tree / ".git").exists():
-        git.init(tree)
-    base = git.commit(tree, "base\n", "Base <base@example.invalid>")
+        git.repo.init(tree)
+    base = git.index.commit(tree, "base\n", "Base <base@example.invalid>")
     (applied,) = commit_series(tree, base, [patch], QUIET)
-    git.reset_hard(tree, applied.commit)
+    git.index.reset_hard(tree, applied.commit)
 
 
 def patch_text(path: str = "vllm/x.py", msg: str | None = None) -> str:

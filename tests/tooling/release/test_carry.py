@@ -69,7 +69,7 @@ def test_carry_pins_writes_the_seam_table_and_lock_and_ports_from_the_older_queu
             f"?? patches/{NEW_NAME}/series",
         ]
     )
-    diff = git.run(root, "diff", "--", "bases.toml").stdout.decode().splitlines()
+    diff = git.core.run(root, "diff", "--", "bases.toml").stdout.decode().splitlines()
     assert not [line for line in diff if line.startswith("-") and not line.startswith("---")]  # only added
     assert f'+["{NEW_NAME}".seam]' in diff
 

@@ -102,7 +102,7 @@ def test_an_import_conflict_with_a_code_line_in_it_stops(code_case, wheels):  # 
     assert "port to v9.10.0 stopped at 0001-backend-import.patch: conflict" in stop
     assert f"{SELECTOR}: conflict" in stop and "imports" not in stop
     tree = code_case.root / "build" / f"port-{NEW_NAME}"
-    assert git.unmerged_paths(tree) == [SELECTOR]
+    assert git.index.unmerged_paths(tree) == [SELECTOR]
     assert "<<<<<<< ours" in (tree / SELECTOR).read_text()  # as git left it
 
 
@@ -160,10 +160,10 @@ def test_a_fix_changing_the_program_stays_out_and_the_stop_lists_the_fixes(partl
     assert f"fix: {LABELS}: line 7 F541 fixed by `ruff check --fix`" in stop
     assert f"fix: {LABELS}: line 13 RUF028 fixed by" in stop
     tree = partly_fixable_case.root / "build" / f"port-{NEW_NAME}"
-    assert git.show(tree, "", LABELS).decode().startswith("import os as os\n")  # staged, fixes in
+    assert git.repo.show(tree, "", LABELS).decode().startswith("import os as os\n")  # staged, fixes in
     # the user fixes what is left: the fixers' changes are listed with the resolution
     (tree / LABELS).write_text((tree / LABELS).read_text().replace("import os as os", "import os"))
-    git.run(tree, "add", LABELS)
+    git.core.run(tree, "add", LABELS)
     out = json.loads(carry(partly_fixable_case, wheels, "--json").stdout)
     assert out["carried"]
     [row] = out["by_themselves"]
@@ -227,5 +227,5 @@ def test_an_import_is_never_removed_by_itself(side_effect_case, wheels):  # noqa
     assert "stopped at 0001-labels.patch: breaks" in stop and f"{LABELS}:1 F401" in stop
     assert f"fix: {LABELS}: line 5 F541 fixed by `ruff check --fix`" in stop
     tree = side_effect_case.root / "build" / f"port-{NEW_NAME}"
-    staged = git.show(tree, "", LABELS).decode()
+    staged = git.repo.show(tree, "", LABELS).decode()
     assert staged.startswith("import vllm.attention.mla") and 'return "cpu"' in staged

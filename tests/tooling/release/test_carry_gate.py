@@ -65,10 +65,10 @@ def test_a_patch_using_a_name_the_new_base_lost_stops_the_port_there_until_fixed
     assert [d["name"] for d in status["done"]] == ["0001-cache-tweak.patch", "0002-add-mul.patch"]
 
     # run again without a fix: the same stop, nothing committed
-    head = git.head(tree)
+    head = git.repo.head(tree)
     again = carry(gproject, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in again and "F821 Undefined name `mul`" in again
-    assert git.head(tree) == head
+    assert git.repo.head(tree) == head
 
     fix_square(tree)
     out = json.loads(carry(gproject, wheels, "--json").stdout)
@@ -97,8 +97,8 @@ def test_skip_still_leaves_a_breaking_patch_out(gproject, wheels):  # noqa: F811
 
 def _commit_by_hand(tree, message: str) -> str:
     ident = ["-c", "user.name=A User", "-c", "user.email=user@example.com"]
-    git.run(tree, *ident, "commit", "-q", "-m", message)
-    return git.head(tree)
+    git.core.run(tree, *ident, "commit", "-q", "-m", message)
+    return git.repo.head(tree)
 
 
 def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through_the_gate(gproject, wheels):  # noqa: F811
@@ -106,12 +106,12 @@ def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through
     carry(gproject, wheels, expect=12)
     resolve_as_product(tree)
     carry(gproject, wheels, expect=12)  # 0003: breaks
-    head = git.head(tree)
+    head = git.repo.head(tree)
     message = (tree / ".git" / "tkv-seam-port-msg").read_text()
     _commit_by_hand(tree, message)  # its own subject: what an interrupted run would have made
     again = carry(gproject, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in again and "F821 Undefined name `mul`" in again
-    assert git.head(tree) == head  # the commit is staged again, not taken past the gate
+    assert git.repo.head(tree) == head  # the commit is staged again, not taken past the gate
     assert not (root / "patches" / NEW_NAME).exists()
     fix_square(tree)
     _commit_by_hand(tree, message.replace("Adds square().", "Adds square(), fixed by hand."))
@@ -131,7 +131,7 @@ def test_a_conflict_resolution_committed_by_hand_is_gated_and_goes_on(gproject, 
     assert "stopped at 0003-use-mul.patch: breaks" in stop
     status = json.loads(gproject.cli("port", "status", "--to", NEW_NAME, "--json").output)
     assert [(d["name"], d["status"]) for d in status["done"]][-1] == ("0002-add-mul.patch", "resolved")
-    assert "by hand" in git.commit_info(tree, "HEAD").message
+    assert "by hand" in git.repo.commit_info(tree, "HEAD").message
 
 
 @pytest.mark.parametrize("body", ["[1]\n", '{"0001-cache-tweak.patch": "ok"}\n', "{cut"])
@@ -165,7 +165,7 @@ def test_a_rerun_after_a_problem_is_not_carried(two_patches, wheels):  # noqa: F
         "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return -(b - a)\n\n\n"
         "def mul(a, b):\n    return a * b\n"
     )
-    git.run(tree, "add", ARG_UTILS)
+    git.core.run(tree, "add", ARG_UTILS)
     msg = tree / ".git" / "tkv-seam-port-msg"
     msg.write_text(msg.read_text().replace("Depends-on: cache-tweak", "Depends-on: gone-patch"))
     for _ in range(2):  # the finish, then a re-run: both say the problem, neither says "carried"

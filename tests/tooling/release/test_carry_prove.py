@@ -120,7 +120,7 @@ def test_a_resolution_is_proven_with_its_own_tests_line(pcase, carrying_releases
     fix_header_test(tree)
     test = tree / "tests" / "test_cache_header.py"
     test.write_text(test.read_text().replace("def test_header", "def test_new_header"))
-    git.run(tree, "add", "tests/test_cache_header.py")
+    git.core.run(tree, "add", "tests/test_cache_header.py")
     msg = tree / ".git" / "tkv-seam-port-msg"
     msg.write_text(
         msg.read_text().replace(

@@ -49,9 +49,9 @@ def test_an_aborted_carry_started_again_replays_the_resolution_it_was_given(gpro
         in stop
     )
     tree = gproject.root / "build" / f"port-{NEW_NAME}"
-    commit = git.commit_info(tree, "HEAD")
+    commit = git.repo.commit_info(tree, "HEAD")
     assert commit.subject.startswith("add-mul:") and "Verdict: re-expressed" in commit.message
-    assert "def product(a, b):" in git.show(tree, "HEAD", ARG_UTILS).decode()
+    assert "def product(a, b):" in git.repo.show(tree, "HEAD", ARG_UTILS).decode()
 
 
 def test_replay_turned_off_stops_at_the_conflict_again(gproject, wheels):  # noqa: F811
@@ -90,5 +90,5 @@ def test_a_header_edited_in_the_queue_since_is_kept_with_the_replayed_resolution
     stop = carry(gproject, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in stop
     assert "the message recorded with it was for an earlier header of the patch" in stop
-    message = git.commit_info(gproject.root / "build" / f"port-{NEW_NAME}", "HEAD").message
+    message = git.repo.commit_info(gproject.root / "build" / f"port-{NEW_NAME}", "HEAD").message
     assert "Adds mul(), reviewed again." in message and "Verdict: re-expressed" in message

@@ -59,15 +59,15 @@ def test_an_uncommitted_fix_in_a_tree_does_not_make_the_queue_carried(gproject, 
 
 def _amend(tree, slug: str, path: str, old: str, new: str) -> None:
     """Change ``path`` in the commit of ``slug`` (fixup + autosquash), keeping what is staged."""
-    git.run(tree, *_GIT, "stash", "-q")
+    git.core.run(tree, *_GIT, "stash", "-q")
     text = (tree / path).read_text()
     assert old in text
     (tree / path).write_text(text.replace(old, new, 1))
-    git.run(tree, *_GIT, "commit", "-q", "-a", f"--fixup=:/^{slug}:")
-    git.run(
+    git.core.run(tree, *_GIT, "commit", "-q", "-a", f"--fixup=:/^{slug}:")
+    git.core.run(
         tree, *_GIT, "rebase", "-q", "-i", "--autosquash", "tkv-seam-base", env={"GIT_SEQUENCE_EDITOR": ":"}
     )
-    git.run(tree, *_GIT, "stash", "pop", "-q", "--index")
+    git.core.run(tree, *_GIT, "stash", "pop", "-q", "--index")
 
 
 def test_an_earlier_commit_amended_after_it_passed_the_gate_is_gated_again(gproject, wheels):  # noqa: F811

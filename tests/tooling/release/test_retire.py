@@ -101,9 +101,9 @@ def test_retire_refuses_a_tree_holding_your_work_and_force_keeps_it_in_a_bundle(
     assert src == f"build/vllm-{NEW_NAME}" and bundle.startswith(out["kept"]) and bundle.endswith(".bundle")
     assert not tree.exists()
     back = tmp_path / "back"
-    git.run(None, "clone", "-q", str(carried_project.root / bundle), str(back))
-    git.run(back, "fetch", "-q", str(carried_project.root / bundle), "refs/tkv-seam/kept/worktree:kept")
-    assert git.run(back, "show", "kept:mine.txt").stdout == b"work in progress\n"
+    git.core.run(None, "clone", "-q", str(carried_project.root / bundle), str(back))
+    git.core.run(back, "fetch", "-q", str(carried_project.root / bundle), "refs/tkv-seam/kept/worktree:kept")
+    assert git.core.run(back, "show", "kept:mine.txt").stdout == b"work in progress\n"
 
 
 def test_retire_refuses_a_base_a_port_is_carried_from(carried_project):  # noqa: F811
@@ -140,7 +140,7 @@ def test_a_retire_killed_half_way_is_finished_by_running_it_again(carried_projec
         f"patches/{NEW_NAME}/PORT.md",
         f"patches/{NEW_NAME}/series",
     ]
-    assert git.out(carried_project.root, "ls-files", "--others", "--exclude-standard") == ""
+    assert git.core.out(carried_project.root, "ls-files", "--others", "--exclude-standard") == ""
 
 
 def test_retire_takes_no_path_for_a_name(carried_project, tmp_path):  # noqa: F811

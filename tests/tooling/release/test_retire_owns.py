@@ -65,7 +65,7 @@ def test_the_top_level_queue_spelt_another_way_is_refused(carried_with_patches, 
         'queue = { series = "series", patches = "patches" }', f"queue = {spelling}"
     )
     bases.write_text(text)
-    git.run(
+    git.core.run(
         carried_with_patches.root,
         "commit",
         "-qam",
@@ -218,8 +218,8 @@ def test_the_commit_hint_of_a_queue_path_with_a_space_runs_as_written(carried_wi
     )
     old.rename(new)
     _respell_new_queue(carried_with_patches, "patches/my queue/series", "patches/my queue")
-    git.run(carried_with_patches.root, "add", "-A", ".")
-    git.run(
+    git.core.run(carried_with_patches.root, "add", "-A", ".")
+    git.core.run(
         carried_with_patches.root,
         "commit",
         "-qm",

@@ -172,12 +172,12 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
     from tkvseam.edit.stylecheck import _version
 
     tree = tmp_path / "vllm"
-    git.init(tree)
+    git.repo.init(tree)
     (tree / "pyproject.toml").write_text('[tool.ruff]\nline-length = 88\n[tool.ruff.lint]\nselect = ["F"]\n')
     (tree / "vllm").mkdir()
     (tree / "vllm/mod.py").write_text("def f():\n    return 1\n")
     author = "Up Stream <up@example.invalid>"
-    chain = [git.commit(tree, "base\n", author)]
+    chain = [git.index.commit(tree, "base\n", author)]
     steps = {  # patch -> files it writes
         "0001-a.patch": {
             "vllm/mod.py": "import os\n\n\ndef f():\n    return 1\n",  # F401, kept by 0002
@@ -190,7 +190,7 @@ def test_every_prefix_passes_the_style_gate_on_its_own(tmp_path):
     for name, files in steps.items():
         for path, text in files.items():
             (tree / path).write_text(text)
-        chain.append(git.commit(tree, f"{name}\n", author))
+        chain.append(git.index.commit(tree, f"{name}\n", author))
         changes = [SimpleNamespace(path=p, new=p, old=p) for p in files]
         patches.append(SimpleNamespace(name=name, files=changes, header=SimpleNamespace(tests=[], guards=[])))
 

@@ -43,7 +43,7 @@ def _developer_files(tree) -> None:
 
 
 def _kept(tree, ref: str, path: str) -> str:
-    return git.out(tree, "show", f"{ref}:{path}") + "\n"
+    return git.core.out(tree, "show", f"{ref}:{path}") + "\n"
 
 
 def test_apply_force_lists_and_keeps_ignored_files_with_the_edits(project):
@@ -68,10 +68,10 @@ def test_a_tree_rebuilt_for_a_new_source_refuses_ignored_files_then_keeps_them(p
     _with_gitignore(project)
     tree = project.tree
     _developer_files(tree)
-    head = git.head(tree)
+    head = git.repo.head(tree)
     err = project.apply("--git", str(upstream.root), expect=5).stderr  # no --force: refused
     assert "!! .venv/" in err and "!! results.log" in err and "!! .env" in err and "FORCE=1" in err
-    assert git.head(tree) == head and (tree / ".venv" / "bin" / "python").exists()
+    assert git.repo.head(tree) == head and (tree / ".venv" / "bin" / "python").exists()
     res = project.apply("--git", str(upstream.root), "--force", "--json")
     (kept,) = json.loads(res.stdout)["dropped"]
     assert _kept(tree, kept, ".venv/bin/python") == "#!/bin/sh\n" and "!! .venv/" in res.stderr
@@ -112,9 +112,9 @@ def test_a_git_repository_among_ignored_files_is_refused_even_with_force(project
     """A ref or a bundle would hold only a link to it (its files and history lost)."""
     _with_gitignore(project)
     inner = project.tree / ".venv" / "src" / "mine"
-    git.init(inner)
+    git.repo.init(inner)
     (inner / "work.py").write_text("precious = 1\n")
-    git.commit(inner, "mine\n", "Me <me@example.invalid>", paths=["work.py"])
+    git.index.commit(inner, "mine\n", "Me <me@example.invalid>", paths=["work.py"])
     err = project.apply("--git", str(upstream.root), "--force", expect=5).stderr
     assert ".venv/src/mine/" in err and "mv " in err
     assert (inner / "work.py").read_text() == "precious = 1\n"

@@ -68,7 +68,7 @@ def test_a_switch_never_sets_aside_through_a_symlinked_kept_directory(project, t
     project.apply()
     project.commit_in_tree("vllm/added.py", "a = 1\n", message("add-file", "add a file"))
     project.refresh()
-    git.run(project.tree, "reset", "-q", "--hard", "HEAD~1")
+    git.core.run(project.tree, "reset", "-q", "--hard", "HEAD~1")
     project.apply("--force")  # back at the queue's head, in place
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -107,7 +107,7 @@ def test_a_linked_patch_file_is_refused_before_refresh_replaces_the_link(project
     before = shared.read_bytes()
     cache = project.tree / "vllm/config/cache.py"
     cache.write_text(cache.read_text().replace("line 12\n", "line 12 (seam)\n"))
-    git.run(
+    git.core.run(
         project.tree,
         "-c",
         "user.name=Seam Dev",

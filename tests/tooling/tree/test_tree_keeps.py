@@ -30,14 +30,14 @@ from ..fixtures.upstream import NAME, NEXT_VERSION
 
 def _stash_two(tree) -> list[str]:
     (tree / "README.md").write_text("first stash\n")
-    git.run(tree, "stash", "-q")
+    git.core.run(tree, "stash", "-q")
     (tree / "README.md").write_text("second stash\n")
-    git.run(tree, "stash", "-q")
+    git.core.run(tree, "stash", "-q")
     return _stash(tree)
 
 
 def _stash(tree) -> list[str]:
-    return git.out(tree, "log", "-g", "--format=%H", "refs/stash", "--").split()
+    return git.core.out(tree, "log", "-g", "--format=%H", "refs/stash", "--").split()
 
 
 def test_a_rebuilt_tree_keeps_every_stash_entry_and_the_trees_git_settings(project, upstream):
@@ -45,30 +45,30 @@ def test_a_rebuilt_tree_keeps_every_stash_entry_and_the_trees_git_settings(proje
     tree = project.tree
     entries = _stash_two(tree)
     assert len(entries) == 2
-    git.run(tree, "remote", "add", "fork", "https://example.invalid/fork.git")
+    git.core.run(tree, "remote", "add", "fork", "https://example.invalid/fork.git")
     (tree / ".git" / "info").mkdir(exist_ok=True)
     (tree / ".git" / "info" / "exclude").write_text("scratch/\n")
     hook = tree / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\nexit 0\n")
     project.apply("--git", str(upstream.root))  # a new source: the tree is rebuilt aside
     assert _stash(tree) == entries
-    assert git.out(tree, "show", "stash@{1}:README.md") == "first stash"
-    assert git.remote_url(tree, "fork") == "https://example.invalid/fork.git"
+    assert git.core.out(tree, "show", "stash@{1}:README.md") == "first stash"
+    assert git.repo.remote_url(tree, "fork") == "https://example.invalid/fork.git"
     assert (tree / ".git" / "info" / "exclude").read_text() == "scratch/\n"
     assert hook.read_text() == "#!/bin/sh\nexit 0\n"
-    assert not git.refs(tree, "refs/tkv-seam/carry")
+    assert not git.repo.refs(tree, "refs/tkv-seam/carry")
 
 
 def test_a_bundle_keeps_every_stash_entry(pproject, tmp_path):
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
-    git.run(tree, "reset", "-q", "--hard")
+    git.core.run(tree, "reset", "-q", "--hard")
     entries = _stash_two(tree)
     out = json.loads(port(pproject, "abort", "--json").output)
     clone = tmp_path / "back"
     subprocess.run(["git", "clone", "-q", "--no-checkout", out["bundle"], str(clone)], check=True)
     kept = [
-        git.out(clone, "rev-parse", f"refs/tkv-seam/kept/stash/{n}")
+        git.core.out(clone, "rev-parse", f"refs/tkv-seam/kept/stash/{n}")
         for n in range(2)
         if not subprocess.run(
             [
@@ -115,12 +115,12 @@ def test_clean_force_refuses_a_build_dropped_that_is_a_file_before_removing_anyt
 
 def test_the_refs_a_git_sources_clone_brings_are_not_taken_for_the_users(project, upstream):
     project.apply("--git", str(upstream.root))
-    tags = git.refs(project.tree, "refs/tags/")
+    tags = git.repo.refs(project.tree, "refs/tags/")
     assert f"refs/tags/v{NEXT_VERSION}" in tags  # upstream's, from the clone
-    git.run(project.tree, "tag", "mine", f"v{NEXT_VERSION}")  # one of the user's, on upstream's history
+    git.core.run(project.tree, "tag", "mine", f"v{NEXT_VERSION}")  # one of the user's, on upstream's history
     err = project.cli("clean", expect=5).stderr
     assert "refs/tags/mine" in err and f"refs/tags/v{NEXT_VERSION}" not in err
-    git.run(project.tree, "tag", "-d", "mine")
+    git.core.run(project.tree, "tag", "-d", "mine")
     out = json.loads(project.cli("clean", "--json").output)
     assert out["removed"] == [f"build/vllm-{NAME}"]
 
@@ -129,22 +129,22 @@ def test_port_abort_refuses_a_port_tree_with_a_linked_worktree(pproject, tmp_pat
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
     other = tmp_path / "other"
-    git.run(tree, "worktree", "add", "-q", "--detach", str(other), "HEAD")
+    git.core.run(tree, "worktree", "add", "-q", "--detach", str(other), "HEAD")
     (other / "wip.txt").write_text("mine\n")
-    git.run(other, "add", "wip.txt")
+    git.core.run(other, "add", "wip.txt")
     err = port(pproject, "abort", expect=5).stderr
     assert str(other) in err and "worktree remove" in err
-    assert tree.is_dir() and git.staged_paths(other) == ["wip.txt"]
+    assert tree.is_dir() and git.index.staged_paths(other) == ["wip.txt"]
 
 
 def test_a_rebuild_killed_while_carrying_the_stash_over_loses_no_entry(project, upstream, crash_at):
     project.apply()
     entries = _stash_two(project.tree)
     argv = project.argv("apply", "--base", NAME, "--git", str(upstream.root))
-    crash_at("tkvseam.git.stash_store", *argv, nth=2)  # one entry stored in the new tree, one not
+    crash_at("tkvseam.git.repo.stash_store", *argv, nth=2)  # one entry stored in the new tree, one not
     assert _stash(project.tree) == entries  # the old tree, as it was
     project.apply("--git", str(upstream.root))
-    assert _stash(project.tree) == entries and not git.refs(project.tree, "refs/tkv-seam/carry")
+    assert _stash(project.tree) == entries and not git.repo.refs(project.tree, "refs/tkv-seam/carry")
 
 
 def test_clean_force_refuses_what_no_bundle_holds_before_removing_anything(pproject, tmp_path):
@@ -152,7 +152,7 @@ def test_clean_force_refuses_what_no_bundle_holds_before_removing_anything(pproj
     an output clean would remove: nothing goes, the worktree is named."""
     pproject.commit_in_tree("vllm/new.py", "x = 1\n", message("new-file", "add new.py"))
     other = tmp_path / "other"
-    git.run(pproject.tree, "worktree", "add", "-q", "--detach", str(other), "HEAD")
+    git.core.run(pproject.tree, "worktree", "add", "-q", "--detach", str(other), "HEAD")
     pproject.cli("overlay", "stage", "--base", NAME)
     err = pproject.cli("clean", "--force", expect=5).stderr
     assert str(other) in err and "worktree remove" in err
@@ -163,12 +163,12 @@ def test_clean_force_refuses_what_no_bundle_holds_before_removing_anything(pproj
 def test_a_bundle_keeps_the_trees_git_settings(pproject, tmp_path):
     port(pproject, "start", expect=12)
     tree = port_tree(pproject)
-    git.run(tree, "remote", "add", "fork", "https://example.invalid/fork.git")
+    git.core.run(tree, "remote", "add", "fork", "https://example.invalid/fork.git")
     (tree / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
     out = json.loads(port(pproject, "abort", "--json").output)
     clone = tmp_path / "back"
     subprocess.run(["git", "clone", "-q", "--no-checkout", out["bundle"], str(clone)], check=True)
     ref = "refs/tkv-seam/kept/files"
     subprocess.run(["git", "-C", str(clone), "fetch", "-q", out["bundle"], f"{ref}:{ref}"], check=True)
-    assert "https://example.invalid/fork.git" in git.out(clone, "show", f"{ref}:git/config")
-    assert git.out(clone, "show", f"{ref}:git/hooks/pre-commit") == "#!/bin/sh\nexit 0"
+    assert "https://example.invalid/fork.git" in git.core.out(clone, "show", f"{ref}:git/config")
+    assert git.core.out(clone, "show", f"{ref}:git/hooks/pre-commit") == "#!/bin/sh\nexit 0"

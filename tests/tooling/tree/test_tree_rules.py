@@ -81,7 +81,7 @@ def _half_switched(project, crash_at) -> None:
     """Edit a patch of the case's queue and kill apply right before the switch moves a file."""
     p = project.root / "patches/0005-tail-append.patch"
     p.write_text(p.read_text().replace("+t_21 = 21", "+t_21 = 2100"))
-    crash_at("tkvseam.git.switch_worktree", *project.argv("apply", "--base", NAME))
+    crash_at("tkvseam.git.index.switch_worktree", *project.argv("apply", "--base", NAME))
 
 
 def _refuse(project, command: str, base: str, tree: Path):
@@ -164,14 +164,14 @@ def test_a_rebuild_killed_before_the_swap_leaves_the_old_tree_and_the_next_run_g
     root = pproject.root
     if verb == "apply":
         tree, argv = pproject.tree, ["apply", "--base", NAME, "--git", str(port_releases[NAME].root)]
-        before = git.head(tree)
+        before = git.repo.head(tree)
     else:
         tree, argv = port_tree(pproject), ["port", "start", "--base", NAME, "--to", NEXT]
         before = None
     crash_at("tkvseam.tree.seamtree:SeamTree.swap_in", *pproject.argv(*argv))
     scratch = [p for p in (root / "build").glob(f".{tree.name}.tmp-*") if p.is_dir()]
     assert scratch, "the killed run built its tree aside"
-    assert (git.head(tree) if before else tree.exists()) == (before or False)
+    assert (git.repo.head(tree) if before else tree.exists()) == (before or False)
     res = pproject.cli(*argv, expect=None)
     assert res.exit_code == (0 if verb == "apply" else 12), res.stderr
     assert not [p for p in scratch if p.exists()]
