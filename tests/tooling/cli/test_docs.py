@@ -268,7 +268,7 @@ def readme_releases(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory, readme_releases):
+def readme_wheels(tmp_path_factory, readme_releases):
     index, cpu = make_wheels(
         tmp_path_factory.mktemp("readme-index"), tmp_path_factory.mktemp("readme-cpu"), V34
     )
@@ -302,7 +302,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path, readme_releases, wheels, monkeypatch) -> World:
+def world(tmp_path, readme_releases, readme_wheels, monkeypatch) -> World:
     """The project: Makefile and pyproject.toml as the real ones, a .venv whose tkv-seam is this
     one, v0.31.0's queue (cache-tweak, add-mul, sub-doc) and the same queue carried on v0.32.0."""
     root = tmp_path / "proj"
@@ -357,7 +357,7 @@ def world(tmp_path, readme_releases, wheels, monkeypatch) -> World:
             shutil.copy(p, root / "patches" / "v0.32.0" / p.name)
         shutil.rmtree(root / "build")
         git_project(root)
-        index, cpu = wheels
+        index, cpu = readme_wheels
         env = {
             k: v
             for k, v in os.environ.items()

@@ -25,7 +25,7 @@ BAD = ["n", "y", "00", "2", "maybe", "yes no", "on,", "$(shell echo 1)"]
 
 
 @pytest.fixture
-def make(tmp_path):
+def make_fresh(tmp_path):
     venv = tmp_path / "venv"
     venv.mkdir()
     (venv / ".done").touch()  # newer than pyproject.toml: make builds no venv
@@ -54,53 +54,55 @@ def make(tmp_path):
 
 
 @pytest.mark.parametrize("value", ON + OFF)
-def test_force_is_on_or_off_in_every_spelling(make, value):
-    proc, argv, _ = make("apply", "BASE=v0.32.0", f"FORCE={value}")
+def test_force_is_on_or_off_in_every_spelling(make_fresh, value):
+    proc, argv, _ = make_fresh("apply", "BASE=v0.32.0", f"FORCE={value}")
     assert proc.returncode == 0, proc.stderr
     assert ("--force" in argv) == (value in ON), argv
 
 
 @pytest.mark.parametrize("value", ON + OFF)
-def test_prove_is_on_or_off_in_every_spelling(make, value):
-    proc, argv, _ = make("carry", "VERSION=0.34.0", f"PROVE={value}")
+def test_prove_is_on_or_off_in_every_spelling(make_fresh, value):
+    proc, argv, _ = make_fresh("carry", "VERSION=0.34.0", f"PROVE={value}")
     assert proc.returncode == 0, proc.stderr
     assert ("--no-prove" in argv) == (value in OFF), argv
-    proc, argv, _ = make("port", "VERB=start", "TO=v0.34.0", f"PROVE={value}")
+    proc, argv, _ = make_fresh("port", "VERB=start", "TO=v0.34.0", f"PROVE={value}")
     assert proc.returncode == 0, proc.stderr
     assert ("--prove" in argv) == (value in ON), argv
 
 
 @pytest.mark.parametrize("value", ON + OFF)
-def test_what_the_port_does_by_itself_is_on_or_off_in_every_spelling(make, value):
-    proc, argv, _ = make("carry", "VERSION=0.34.0", f"AUTORESOLVE={value}", f"FIX={value}", f"REPLAY={value}")
+def test_what_the_port_does_by_itself_is_on_or_off_in_every_spelling(make_fresh, value):
+    proc, argv, _ = make_fresh(
+        "carry", "VERSION=0.34.0", f"AUTORESOLVE={value}", f"FIX={value}", f"REPLAY={value}"
+    )
     assert proc.returncode == 0, proc.stderr
     off = {"--no-autoresolve", "--no-fix", "--no-replay"}
     assert (off <= set(argv)) == (value in OFF) and (off & set(argv) == set()) == (value in ON), argv
 
 
-def test_prove_left_out_is_each_targets_own_default(make):
-    assert "--no-prove" not in make("carry", "VERSION=0.34.0")[1]  # carry proves
-    assert "--prove" not in make("port", "VERB=start", "TO=v0.34.0")[1]  # a port does not
+def test_prove_left_out_is_each_targets_own_default(make_fresh):
+    assert "--no-prove" not in make_fresh("carry", "VERSION=0.34.0")[1]  # carry proves
+    assert "--prove" not in make_fresh("port", "VERB=start", "TO=v0.34.0")[1]  # a port does not
 
 
 @pytest.mark.parametrize("value", ON + OFF)
-def test_fresh_reaches_the_tool_as_one_or_zero(make, value):
-    proc, argv, fresh = make("test-tooling", f"FRESH={value}")
+def test_fresh_reaches_the_tool_as_one_or_zero(make_fresh, value):
+    proc, argv, fresh = make_fresh("test-tooling", f"FRESH={value}")
     assert proc.returncode == 0, proc.stderr
     assert fresh == ("1" if value in ON else "0")
 
 
 @pytest.mark.parametrize("value", ON + OFF)
-def test_json_is_on_or_off_in_every_spelling(make, value):
-    proc, argv, _ = make("times", f"JSON={value}")
+def test_json_is_on_or_off_in_every_spelling(make_fresh, value):
+    proc, argv, _ = make_fresh("times", f"JSON={value}")
     assert proc.returncode == 0, proc.stderr
     assert ("--json" in argv) == (value in ON), argv
 
 
 @pytest.mark.parametrize("name", ["PROVE", "FRESH", "JSON", "FORCE", "AUTORESOLVE", "FIX", "REPLAY"])
 @pytest.mark.parametrize("value", BAD)
-def test_any_other_value_stops_make_before_any_recipe(make, name, value):
-    proc, argv, _ = make("carry", "VERSION=0.34.0", f"{name}={value}")
+def test_any_other_value_stops_make_before_any_recipe(make_fresh, name, value):
+    proc, argv, _ = make_fresh("carry", "VERSION=0.34.0", f"{name}={value}")
     assert proc.returncode == 2 and argv is None, (proc.stdout, proc.stderr)
     assert f"{name}='{value}' is neither on nor off: give 1/on/yes/true or 0/off/no/false" in proc.stderr
     if name == "JSON":  # asked for JSON in some spelling: the error is the one object too

@@ -25,7 +25,7 @@ SEEN_ENV = ("DIFF", "BASE", "VLLM_GIT", "TKV_SEAM_CACHE", "TURBO_ATTN")
 
 
 @pytest.fixture
-def make(tmp_path):
+def make_seen(tmp_path):
     venv = tmp_path / "venv"
     venv.mkdir()
     (venv / ".done").touch()  # newer than pyproject.toml: make builds no venv
@@ -70,7 +70,7 @@ def hostile(mark: Path) -> str:
         ("port", "REASON={v}", ["port", "skip", "--to", "v0.33.0", "--reason", "{v}"]),
     ],
 )
-def test_a_value_with_make_code_reaches_the_tool_as_written(make, tmp_path, target, assign, argv):
+def test_a_value_with_make_code_reaches_the_tool_as_written(make_seen, tmp_path, target, assign, argv):
     mark = tmp_path / "ran"
     value = hostile(mark)
     args = [target, assign.format(v=value)]
@@ -80,25 +80,25 @@ def test_a_value_with_make_code_reaches_the_tool_as_written(make, tmp_path, targ
         args.append("BASE=v0.34.0")
     if target == "port":
         args += ["VERB=skip", "TO=v0.33.0"]
-    proc, got, _ = make(*args)
+    proc, got, _ = make_seen(*args)
     assert proc.returncode == 0, proc.stderr
     assert got == [a.format(v=value) for a in argv]
     assert not mark.exists()
 
 
-def test_a_patch_of_bisect_and_a_diff_of_drift_are_text(make, tmp_path):
+def test_a_patch_of_bisect_and_a_diff_of_drift_are_text(make_seen, tmp_path):
     mark = tmp_path / "ran"
     lock, venv = tmp_path / "lock.txt", tmp_path / "vllm-venv"
     lock.write_text("vllm==0.34.0\n")
     venv.mkdir()
     (venv / ".done").touch()
     os.utime(lock, (1, 1))
-    proc, got, _ = make(
+    proc, got, _ = make_seen(
         "bisect", f"PATCH={hostile(mark)}", "BASE=v0.34.0", f"LOCK={lock}", f"VLLM_VENV={venv}"
     )
     assert proc.returncode == 0, proc.stderr
     assert got == ["seamtest", "bisect", "--base", "v0.34.0", "--patch", hostile(mark)]
-    proc, got, env = make("drift", f"DIFF={hostile(mark)}", "JSON=1")
+    proc, got, env = make_seen("drift", f"DIFF={hostile(mark)}", "JSON=1")
     assert proc.returncode == 0, proc.stderr
     assert got == ["drift", "--json"] and env["DIFF"] == hostile(mark)
     assert not mark.exists()
@@ -107,53 +107,53 @@ def test_a_patch_of_bisect_and_a_diff_of_drift_are_text(make, tmp_path):
 @pytest.mark.parametrize(
     "target", ["apply", "refresh", "retire", "lint-queue", "overlay", "image", "drift", "test"]
 )
-def test_a_base_that_is_no_base_name_stops_make_before_any_recipe(make, tmp_path, target):
+def test_a_base_that_is_no_base_name_stops_make_before_any_recipe(make_seen, tmp_path, target):
     mark = tmp_path / "ran"
     for base in (hostile(mark), "v9.9.9 --force", f"x`touch {mark}`", "-x", "v1;touch x"):
-        proc, got, _ = make(target, f"BASE={base}")
+        proc, got, _ = make_seen(target, f"BASE={base}")
         assert proc.returncode == 2 and got is None, (base, proc.stdout, proc.stderr)
         assert f"BASE='{base}' is not a base name" in proc.stderr
-        proc, got, _ = make(target, env={"BASE": base})  # from the environment too
+        proc, got, _ = make_seen(target, env={"BASE": base})  # from the environment too
         assert proc.returncode == 2 and got is None and "is not a base name" in proc.stderr
     assert not mark.exists() and not (ROOT / "x").exists()
 
 
-def test_force_json_and_the_tools_own_variables_are_text(make, tmp_path):
+def test_force_json_and_the_tools_own_variables_are_text(make_seen, tmp_path):
     mark = tmp_path / "ran"
-    proc, got, env = make(
+    proc, got, env = make_seen(
         "apply", "BASE=v0.32.0", f"VLLM_GIT={hostile(mark)}", f"TKV_SEAM_CACHE={hostile(mark)}"
     )
     assert proc.returncode == 0, proc.stderr
     assert got == ["apply", "--base", "v0.32.0"]
     assert env == {"BASE": "v0.32.0", "VLLM_GIT": hostile(mark), "TKV_SEAM_CACHE": hostile(mark)}
     # FORCE and JSON are on or off (test_make_switches.py): anything else stops make, as text
-    proc, got, _ = make("apply", "BASE=v0.32.0", f"FORCE={hostile(mark)}")
+    proc, got, _ = make_seen("apply", "BASE=v0.32.0", f"FORCE={hostile(mark)}")
     assert proc.returncode == 2 and got is None and f"FORCE='{hostile(mark)}' is neither" in proc.stderr
-    proc, got, _ = make("image", "BASE=v0.32.0", f"JSON={hostile(mark)}", f"TURBO_ATTN={hostile(mark)}")
+    proc, got, _ = make_seen("image", "BASE=v0.32.0", f"JSON={hostile(mark)}", f"TURBO_ATTN={hostile(mark)}")
     assert proc.returncode == 2 and got is None
-    proc, got, _ = make("image", "BASE=v0.32.0", "JSON=1", f"TURBO_ATTN={hostile(mark)}")
+    proc, got, _ = make_seen("image", "BASE=v0.32.0", "JSON=1", f"TURBO_ATTN={hostile(mark)}")
     assert proc.returncode == 0 and got == ["image", "--base", "v0.32.0", "--json"]
-    proc, got, _ = make("apply", "BASE=v0.32.0", env={"FORCE": hostile(mark), "JSON": hostile(mark)})
+    proc, got, _ = make_seen("apply", "BASE=v0.32.0", env={"FORCE": hostile(mark), "JSON": hostile(mark)})
     assert proc.returncode == 2 and got is None
     assert not mark.exists()
 
 
-def test_the_ordinary_values_still_work(make):
-    proc, got, env = make("retire", "BASE=v0.32.0", "FORCE=1")
+def test_the_ordinary_values_still_work(make_seen):
+    proc, got, env = make_seen("retire", "BASE=v0.32.0", "FORCE=1")
     assert got == ["retire", "v0.32.0", "--force"] and env["BASE"] == "v0.32.0"
-    proc, got, _ = make("retire")
+    proc, got, _ = make_seen("retire")
     assert proc.returncode == 2 and "usage: make retire BASE=v0.32.0" in proc.stderr and got is None
-    proc, got, _ = make("apply", "BASE=v0.33.0+local_1.rc-2")
+    proc, got, _ = make_seen("apply", "BASE=v0.33.0+local_1.rc-2")
     assert got == ["apply", "--base", "v0.33.0+local_1.rc-2"]
-    proc, got, _ = make("apply")
+    proc, got, _ = make_seen("apply")
     assert got == ["apply", "--base", "v0.31.0"]
 
 
-def test_a_tool_path_with_spaces_and_quotes_is_one_word(make, tmp_path):
+def test_a_tool_path_with_spaces_and_quotes_is_one_word(make_seen, tmp_path):
     odd = tmp_path / "it's a $dir"
     odd.mkdir()
     tool = odd / "tool"
     shutil.copy(tmp_path / "tool", tool)
-    proc, got, _ = make("apply", "BASE=v0.32.0", f"TOOL={tool}")
+    proc, got, _ = make_seen("apply", "BASE=v0.32.0", f"TOOL={tool}")
     assert proc.returncode == 0, proc.stderr
     assert got == ["apply", "--base", "v0.32.0"]

@@ -15,15 +15,8 @@ from tkvseam.errors import RefusedError
 from tkvseam.overlay.stage import stage
 
 from ..fixtures.upstream import NAME
-from ..fixtures.queue import make_two_patches
 
 MARKER = ".tkv-seam-made.json"  # outputs.MARKER
-
-
-@pytest.fixture
-def two(project):
-    make_two_patches(project)
-    return project
 
 
 def stage_cli(project, out, *extra, expect=0):

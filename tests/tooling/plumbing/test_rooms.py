@@ -94,3 +94,24 @@ def test_the_check_sees_every_kind_of_import_of_a_test_module():
         "tests.tooling.cli.test_hints",
         "tests.tooling.conftest",  # the lazy one
     ]
+
+
+def _fixtures(path: Path) -> list[str]:
+    """The names of the fixtures ``path`` defines (module-level functions under ``pytest.fixture``)."""
+    body = ast.parse(path.read_text(), str(path)).body
+    return [
+        node.name
+        for node in body
+        if isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list)
+    ]
+
+
+def test_a_fixture_name_is_defined_once():
+    """One name per meaning: a fixture is defined in one place (``fixtures/``, a conftest or the one
+    module that takes it), so ``releases`` or ``project`` means the same in every test that asks."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(TOOLING.rglob("*.py")):
+        for name in _fixtures(path):
+            where.setdefault(name, []).append(str(path.relative_to(TOOLING)))
+    assert len(where) > 30
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

@@ -79,7 +79,7 @@ def write_queue(root: Path, where: str, patches: dict[str, str]) -> None:
 
 
 @pytest.fixture
-def project(tmp_path) -> Path:
+def drift_project(tmp_path) -> Path:
     (tmp_path / "bases.toml").write_text(BASES)
     write_queue(tmp_path, "patches", {"0001-add-mul.patch": patch("add-mul", "upstream lacks mul", 1, CODE)})
     # v1.1.0: the hunk moved down 4 lines (same hunks), the Reason says the base, a test line changed
@@ -95,8 +95,8 @@ def run(root: Path, *args: str):
     return CliRunner().invoke(main, ["--root", str(root), "drift", *args])
 
 
-def test_diff_shows_what_changed_and_nothing_that_only_moved(project):
-    res = run(project, "--diff", "add-mul", "--base", NEW)
+def test_diff_shows_what_changed_and_nothing_that_only_moved(drift_project):
+    res = run(drift_project, "--diff", "add-mul", "--base", NEW)
     assert res.exit_code == 0, res.output
     summary = res.stdout.split("\n\n", 1)[0].splitlines()
     assert summary == [
@@ -113,8 +113,8 @@ def test_diff_shows_what_changed_and_nothing_that_only_moved(project):
     )  # line numbers, index lines dropped
 
 
-def test_diff_without_base_covers_every_pair_and_json_is_one_object(project):
-    res = run(project, "--diff", "0001", "--json")  # a number (or file name) finds the slug
+def test_diff_without_base_covers_every_pair_and_json_is_one_object(drift_project):
+    res = run(drift_project, "--diff", "0001", "--json")  # a number (or file name) finds the slug
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["slug"] == "add-mul"
@@ -127,16 +127,16 @@ def test_diff_without_base_covers_every_pair_and_json_is_one_object(project):
     assert "-+    return a * b" in code["diff"] and "++    return b * a" in code["diff"]
 
 
-def test_make_drift_passes_diff_and_base_through_the_environment(project, monkeypatch):
+def test_make_drift_passes_diff_and_base_through_the_environment(drift_project, monkeypatch):
     monkeypatch.setenv("DIFF", "add-mul")
     monkeypatch.setenv("BASE", LAST)
-    res = run(project)
+    res = run(drift_project)
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith(
         f"add-mul: {NEW} 0001-add-mul.patch -> {LAST} 0001-add-mul.patch: re-expressed"
     )
     monkeypatch.delenv("DIFF")
-    res = run(project)  # BASE from the environment alone: the matrix, as before
+    res = run(drift_project)  # BASE from the environment alone: the matrix, as before
     assert res.exit_code == 0 and "| add-mul | carried | re-expressed | re-expressed |" in res.stdout
 
 
@@ -157,59 +157,59 @@ def test_make_drift_passes_diff_and_base_through_the_environment(project, monkey
         (["--base", NEW], "--base goes with --diff", f"make drift DIFF=<slug> BASE={NEW}"),
     ],
 )
-def test_diff_refusals_name_the_next_command(project, args, words, hint):
-    res = run(project, *args, "--json")
+def test_diff_refusals_name_the_next_command(drift_project, args, words, hint):
+    res = run(drift_project, *args, "--json")
     assert res.exit_code == 2, res.output
     out = json.loads(res.stdout)
     assert words in out["error"] and out["hint"] == hint, out
 
 
-def test_a_patch_missing_from_a_base_is_named(project):
-    write_queue(project, f"patches/{LAST}", {})
-    res = run(project, "--diff", "add-mul", "--base", LAST)
+def test_a_patch_missing_from_a_base_is_named(drift_project):
+    write_queue(drift_project, f"patches/{LAST}", {})
+    res = run(drift_project, "--diff", "add-mul", "--base", LAST)
     assert res.exit_code == 2
     assert f"add-mul is not in {LAST}'s queue: nothing to compare between {NEW} and {LAST}" in res.stderr
-    res = run(project, "--diff", "add-mul")  # every pair: only the pair that has it
+    res = run(drift_project, "--diff", "add-mul")  # every pair: only the pair that has it
     assert res.exit_code == 0 and res.stdout.count("add-mul: ") == 1
 
 
-def renumbered(project: Path) -> None:
+def renumbered(drift_project: Path) -> None:
     """v1.2.0's queue gains a patch first: its 0001 is other-fix, add-mul is its 0002."""
     other = patch("other-fix", "upstream lacks it", 1, CODE).replace("add mul()", "fix other")
-    last = (project / f"patches/{LAST}/0001-add-mul.patch").read_text()
-    (project / f"patches/{LAST}/0001-add-mul.patch").unlink()
-    write_queue(project, f"patches/{LAST}", {"0001-other-fix.patch": other, "0002-add-mul.patch": last})
+    last = (drift_project / f"patches/{LAST}/0001-add-mul.patch").read_text()
+    (drift_project / f"patches/{LAST}/0001-add-mul.patch").unlink()
+    write_queue(drift_project, f"patches/{LAST}", {"0001-other-fix.patch": other, "0002-add-mul.patch": last})
 
 
-def test_a_number_is_the_patch_of_that_number_in_the_base_asked_for(project):
+def test_a_number_is_the_patch_of_that_number_in_the_base_asked_for(drift_project):
     """--diff 0001 --base v1.2.0 showed add-mul (0001 of the first queue), not v1.2.0's 0001."""
-    renumbered(project)
-    res = run(project, "--diff", "0002", "--base", LAST, "--json")
+    renumbered(drift_project)
+    res = run(drift_project, "--diff", "0002", "--base", LAST, "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["slug"] == "add-mul"
-    res = run(project, "--diff", "0001", "--base", LAST, "--json")
+    res = run(drift_project, "--diff", "0001", "--base", LAST, "--json")
     assert res.exit_code == 2, res.output
     out = json.loads(res.stdout)
     assert out["error"] == f"other-fix is not in {NEW}'s queue: nothing to compare between {NEW} and {LAST}"
 
 
-def test_a_number_naming_other_patches_in_other_queues_is_refused_naming_them(project):
-    renumbered(project)
-    res = run(project, "--diff", "0001", "--json")
+def test_a_number_naming_other_patches_in_other_queues_is_refused_naming_them(drift_project):
+    renumbered(drift_project)
+    res = run(drift_project, "--diff", "0001", "--json")
     assert res.exit_code == 2, res.output
     out = json.loads(res.stdout)
     assert out["error"] == (
         f"'0001' names add-mul in {OLD} and {NEW}, other-fix in {LAST}: give the slug (or --base)"
     )
     assert out["hint"] == "make drift DIFF=add-mul"
-    assert json.loads(run(project, "--diff", "other-fix", "--json").stdout)["diffs"] == []
+    assert json.loads(run(drift_project, "--diff", "other-fix", "--json").stdout)["diffs"] == []
 
 
-def test_the_only_queue_is_not_sent_back_to_itself(project):
+def test_the_only_queue_is_not_sent_back_to_itself(drift_project):
     """With one queue, the hint of 'the first base with a queue' was that same command."""
     for name in (NEW, LAST):
-        for f in (project / f"patches/{name}").iterdir():
+        for f in (drift_project / f"patches/{name}").iterdir():
             f.unlink()
-        (project / f"patches/{name}").rmdir()
-    res = run(project, "--diff", "add-mul", "--base", OLD, "--json")
+        (drift_project / f"patches/{name}").rmdir()
+    res = run(drift_project, "--diff", "add-mul", "--base", OLD, "--json")
     assert res.exit_code == 2
     assert json.loads(res.stdout)["hint"] == f"make port VERB=report TO={NEW}"

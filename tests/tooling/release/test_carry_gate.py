@@ -19,7 +19,7 @@ from tkvseam import git
 
 from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW, NEW_NAME, carrying_project, git_project
-from ..fixtures.gatecase import ARG_UTILS, fix_square, make_gate_queue, resolve_as_product
+from ..fixtures.gatecase import ARG_UTILS, fix_square, gate_project, make_gate_queue, resolve_as_product  # noqa: F401  (gate_project: a fixture)
 from ..fixtures.queue import make_one_patch, make_two_patches
 
 
@@ -28,11 +28,6 @@ def _project(tmp_path, carrying_releases, monkeypatch, make_queue):
         make_queue(project)
         git_project(project.root)
         yield project
-
-
-@pytest.fixture
-def gproject(tmp_path, carrying_releases, monkeypatch):
-    yield from _project(tmp_path, carrying_releases, monkeypatch, make_gate_queue)
 
 
 @pytest.fixture
@@ -49,29 +44,29 @@ def _tree(project):
     return project.root / "build" / f"port-{NEW_NAME}"
 
 
-def test_a_patch_using_a_name_the_new_base_lost_stops_the_port_there_until_fixed(gproject, wheels):  # noqa: F811
-    root, tree = gproject.root, _tree(gproject)
-    first = carry(gproject, wheels, expect=12)
+def test_a_patch_using_a_name_the_new_base_lost_stops_the_port_there_until_fixed(gate_project, wheels):  # noqa: F811
+    root, tree = gate_project.root, _tree(gate_project)
+    first = carry(gate_project, wheels, expect=12)
     assert "stopped at 0002-add-mul.patch" in first.stderr
     resolve_as_product(tree)
 
-    stop = carry(gproject, wheels, expect=12).stderr
+    stop = carry(gate_project, wheels, expect=12).stderr
     assert "port to v9.10.0 stopped at 0003-use-mul.patch: breaks" in stop
     assert f"{ARG_UTILS}:2 F821 Undefined name `mul`" in stop
     assert f"then `make carry VERSION={NEW}` (it runs the gate again)" in stop
     assert not (root / "patches" / NEW_NAME).exists()  # before any queue is written
-    status = json.loads(gproject.cli("port", "status", "--to", NEW_NAME, "--json").output)
+    status = json.loads(gate_project.cli("port", "status", "--to", NEW_NAME, "--json").output)
     assert status["current"] == "0003-use-mul.patch" and status["stopped"]["status"] == "breaks"
     assert [d["name"] for d in status["done"]] == ["0001-cache-tweak.patch", "0002-add-mul.patch"]
 
     # run again without a fix: the same stop, nothing committed
     head = git.repo.head(tree)
-    again = carry(gproject, wheels, expect=12).stderr
+    again = carry(gate_project, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in again and "F821 Undefined name `mul`" in again
     assert git.repo.head(tree) == head
 
     fix_square(tree)
-    out = json.loads(carry(gproject, wheels, "--json").stdout)
+    out = json.loads(carry(gate_project, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     assert out["by_themselves"] == [
         {"name": "0001-cache-tweak.patch", "how": "3-way", "gate": "ok", "proven": False},
@@ -79,20 +74,20 @@ def test_a_patch_using_a_name_the_new_base_lost_stops_the_port_there_until_fixed
     ]
     patch = (root / "patches" / NEW_NAME / "0003-use-mul.patch").read_text()
     assert "+    return product(a, a)" in patch
-    text = carry(gproject, wheels).output  # a re-run says the same end, and lists them again
+    text = carry(gate_project, wheels).output  # a re-run says the same end, and lists them again
     assert "2 patch(es) went in by themselves; re-read them:" in text
     assert "0001-cache-tweak.patch  (3-way; gate ok; not proven)" in text
     assert f"{NEW_NAME}: carried; next: make test BASE={NEW_NAME}" in text
 
 
-def test_skip_still_leaves_a_breaking_patch_out(gproject, wheels):  # noqa: F811
-    carry(gproject, wheels, expect=12)
-    resolve_as_product(_tree(gproject))
-    carry(gproject, wheels, expect=12)
-    gproject.cli("port", "skip", "--to", NEW_NAME, "--reason", "square() is not needed", expect=0)
-    out = json.loads(carry(gproject, wheels, "--json").stdout)
+def test_skip_still_leaves_a_breaking_patch_out(gate_project, wheels):  # noqa: F811
+    carry(gate_project, wheels, expect=12)
+    resolve_as_product(_tree(gate_project))
+    carry(gate_project, wheels, expect=12)
+    gate_project.cli("port", "skip", "--to", NEW_NAME, "--reason", "square() is not needed", expect=0)
+    out = json.loads(carry(gate_project, wheels, "--json").stdout)
     assert out["carried"]
-    assert not (gproject.root / "patches" / NEW_NAME / "0003-use-mul.patch").exists()
+    assert not (gate_project.root / "patches" / NEW_NAME / "0003-use-mul.patch").exists()
 
 
 def _commit_by_hand(tree, message: str) -> str:
@@ -101,48 +96,51 @@ def _commit_by_hand(tree, message: str) -> str:
     return git.repo.head(tree)
 
 
-def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through_the_gate(gproject, wheels):  # noqa: F811
-    root, tree = gproject.root, _tree(gproject)
-    carry(gproject, wheels, expect=12)
+def test_a_breaking_patch_committed_by_hand_under_its_subject_still_goes_through_the_gate(
+    gate_project,  # noqa: F811
+    wheels,  # noqa: F811
+):
+    root, tree = gate_project.root, _tree(gate_project)
+    carry(gate_project, wheels, expect=12)
     resolve_as_product(tree)
-    carry(gproject, wheels, expect=12)  # 0003: breaks
+    carry(gate_project, wheels, expect=12)  # 0003: breaks
     head = git.repo.head(tree)
     message = (tree / ".git" / "tkv-seam-port-msg").read_text()
     _commit_by_hand(tree, message)  # its own subject: what an interrupted run would have made
-    again = carry(gproject, wheels, expect=12).stderr
+    again = carry(gate_project, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in again and "F821 Undefined name `mul`" in again
     assert git.repo.head(tree) == head  # the commit is staged again, not taken past the gate
     assert not (root / "patches" / NEW_NAME).exists()
     fix_square(tree)
     _commit_by_hand(tree, message.replace("Adds square().", "Adds square(), fixed by hand."))
-    out = json.loads(carry(gproject, wheels, "--json").stdout)
+    out = json.loads(carry(gate_project, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []
     patch = (root / "patches" / NEW_NAME / "0003-use-mul.patch").read_text()
     assert "+    return product(a, a)" in patch and "fixed by hand" in patch  # the user's message kept
 
 
-def test_a_conflict_resolution_committed_by_hand_is_gated_and_goes_on(gproject, wheels):  # noqa: F811
-    tree = _tree(gproject)
-    carry(gproject, wheels, expect=12)  # 0002: conflict
+def test_a_conflict_resolution_committed_by_hand_is_gated_and_goes_on(gate_project, wheels):  # noqa: F811
+    tree = _tree(gate_project)
+    carry(gate_project, wheels, expect=12)  # 0002: conflict
     resolve_as_product(tree)
     message = (tree / ".git" / "tkv-seam-port-msg").read_text()
     _commit_by_hand(tree, message.replace("Adds mul().", "Adds product(), by hand."))
-    stop = carry(gproject, wheels, expect=12).stderr  # 0002 through the gate, then 0003's breaks
+    stop = carry(gate_project, wheels, expect=12).stderr  # 0002 through the gate, then 0003's breaks
     assert "stopped at 0003-use-mul.patch: breaks" in stop
-    status = json.loads(gproject.cli("port", "status", "--to", NEW_NAME, "--json").output)
+    status = json.loads(gate_project.cli("port", "status", "--to", NEW_NAME, "--json").output)
     assert [(d["name"], d["status"]) for d in status["done"]][-1] == ("0002-add-mul.patch", "resolved")
     assert "by hand" in git.repo.commit_info(tree, "HEAD").message
 
 
 @pytest.mark.parametrize("body", ["[1]\n", '{"0001-cache-tweak.patch": "ok"}\n', "{cut"])
-def test_a_gate_record_edited_into_something_else_is_no_crash(gproject, wheels, body):  # noqa: F811
-    tree = _tree(gproject)
-    carry(gproject, wheels, expect=12)  # 0001 went in by itself (recorded), 0002 stops
+def test_a_gate_record_edited_into_something_else_is_no_crash(gate_project, wheels, body):  # noqa: F811
+    tree = _tree(gate_project)
+    carry(gate_project, wheels, expect=12)  # 0001 went in by itself (recorded), 0002 stops
     (tree / ".git" / "tkv-seam-port-gate.json").write_text(body)
     resolve_as_product(tree)
-    assert "stopped at 0003-use-mul.patch: breaks" in carry(gproject, wheels, expect=12).stderr
+    assert "stopped at 0003-use-mul.patch: breaks" in carry(gate_project, wheels, expect=12).stderr
     fix_square(tree)
-    out = json.loads(carry(gproject, wheels, "--json").stdout)
+    out = json.loads(carry(gate_project, wheels, "--json").stdout)
     assert out["carried"]
     rows = {row["name"]: row for row in out["by_themselves"]}
     assert rows["0001-cache-tweak.patch"]["gate"] == "not run"  # its entry was lost: said, not made up

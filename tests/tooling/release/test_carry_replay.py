@@ -11,22 +11,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from tkvseam import git
 
 from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW_FILES, NEW_NAME, OLD_NAME, carrying_project, git_project, make_releases
 from ..fixtures.upstream import make_release
-from ..fixtures.gatecase import ARG_UTILS, make_gate_queue, resolve_as_product
-
-
-@pytest.fixture
-def gproject(tmp_path, carrying_releases, monkeypatch):
-    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
-        make_gate_queue(project)
-        git_project(project.root)
-        yield project
+from ..fixtures.gatecase import ARG_UTILS, gate_project, make_gate_queue, resolve_as_product  # noqa: F401  (gate_project: a fixture)
 
 
 def _resolved_once_then_aborted(project, wheels) -> None:  # noqa: F811
@@ -39,24 +30,24 @@ def _resolved_once_then_aborted(project, wheels) -> None:  # noqa: F811
     assert not tree.exists()
 
 
-def test_an_aborted_carry_started_again_replays_the_resolution_it_was_given(gproject, wheels):  # noqa: F811
-    _resolved_once_then_aborted(gproject, wheels)
-    stop = carry(gproject, wheels, expect=12).stderr  # a new port: 0002 conflicts again, and is replayed
+def test_an_aborted_carry_started_again_replays_the_resolution_it_was_given(gate_project, wheels):  # noqa: F811
+    _resolved_once_then_aborted(gate_project, wheels)
+    stop = carry(gate_project, wheels, expect=12).stderr  # a new port: 0002 conflicts again, and is replayed
     assert "stopped at 0003-use-mul.patch: breaks" in stop
     assert "before it, this run took in by itself (re-read them):" in stop
     assert (
         f"0002-add-mul.patch: replay: {ARG_UTILS}: the resolution recorded for this conflict, replayed"
         in stop
     )
-    tree = gproject.root / "build" / f"port-{NEW_NAME}"
+    tree = gate_project.root / "build" / f"port-{NEW_NAME}"
     commit = git.repo.commit_info(tree, "HEAD")
     assert commit.subject.startswith("add-mul:") and "Verdict: re-expressed" in commit.message
     assert "def product(a, b):" in git.repo.show(tree, "HEAD", ARG_UTILS).decode()
 
 
-def test_replay_turned_off_stops_at_the_conflict_again(gproject, wheels):  # noqa: F811
-    _resolved_once_then_aborted(gproject, wheels)
-    stop = carry(gproject, wheels, "--no-replay", expect=12).stderr
+def test_replay_turned_off_stops_at_the_conflict_again(gate_project, wheels):  # noqa: F811
+    _resolved_once_then_aborted(gate_project, wheels)
+    stop = carry(gate_project, wheels, "--no-replay", expect=12).stderr
     assert "stopped at 0002-add-mul.patch: conflict" in stop and "replay: " not in stop
 
 
@@ -80,15 +71,15 @@ def test_the_same_conflict_onto_another_release_replays_the_resolution(tmp_path,
         assert record["0002-add-mul.patch"]["how"] == "replayed"
 
 
-def test_a_header_edited_in_the_queue_since_is_kept_with_the_replayed_resolution(gproject, wheels):  # noqa: F811
+def test_a_header_edited_in_the_queue_since_is_kept_with_the_replayed_resolution(gate_project, wheels):  # noqa: F811
     """The resolution is the same conflict's, but the message recorded with it was written for the
     patch's header as it was then: an edit made to the queue since (here its description) is not
     undone; the Verdict and Reason given at the stop come with the resolution."""
-    _resolved_once_then_aborted(gproject, wheels)
-    patch = gproject.root / "patches" / "0002-add-mul.patch"
+    _resolved_once_then_aborted(gate_project, wheels)
+    patch = gate_project.root / "patches" / "0002-add-mul.patch"
     patch.write_text(patch.read_text().replace("Adds mul().", "Adds mul(), reviewed again."))
-    stop = carry(gproject, wheels, expect=12).stderr
+    stop = carry(gate_project, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in stop
     assert "the message recorded with it was for an earlier header of the patch" in stop
-    message = git.repo.commit_info(gproject.root / "build" / f"port-{NEW_NAME}", "HEAD").message
+    message = git.repo.commit_info(gate_project.root / "build" / f"port-{NEW_NAME}", "HEAD").message
     assert "Adds mul(), reviewed again." in message and "Verdict: re-expressed" in message

@@ -10,24 +10,15 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from tkvseam import git
 
 from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
-from ..fixtures.carrying import NEW_NAME, carrying_project, git_project
-from ..fixtures.gatecase import ARG_UTILS, fix_square, make_gate_queue, resolve_as_product
+from ..fixtures.carrying import NEW_NAME
+from ..fixtures.gatecase import ARG_UTILS, fix_square, gate_project, make_gate_queue, resolve_as_product  # noqa: F401  (gate_project: a fixture)
 
 CACHE = "vllm/config/cache.py"
 _GIT = ["-c", "user.name=A User", "-c", "user.email=user@example.com"]
-
-
-@pytest.fixture
-def gproject(tmp_path, carrying_releases, monkeypatch):
-    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
-        make_gate_queue(project)
-        git_project(project.root)
-        yield project
 
 
 def _tree(project):
@@ -41,17 +32,17 @@ def _at_0003(project, wheels) -> None:  # noqa: F811
     assert "stopped at 0003-use-mul.patch: breaks" in carry(project, wheels, expect=12).stderr
 
 
-def test_an_uncommitted_fix_in_a_tree_does_not_make_the_queue_carried(gproject, wheels):  # noqa: F811
-    _at_0003(gproject, wheels)
-    fix_square(_tree(gproject))
-    assert json.loads(carry(gproject, wheels, "--json").stdout)["carried"]
+def test_an_uncommitted_fix_in_a_tree_does_not_make_the_queue_carried(gate_project, wheels):  # noqa: F811
+    _at_0003(gate_project, wheels)
+    fix_square(_tree(gate_project))
+    assert json.loads(carry(gate_project, wheels, "--json").stdout)["carried"]
     # the queue file says mul() again (edited by hand); a tree of it has the fix, not committed
-    patch = gproject.root / "patches" / NEW_NAME / "0003-use-mul.patch"
+    patch = gate_project.root / "patches" / NEW_NAME / "0003-use-mul.patch"
     patch.write_text(patch.read_text().replace("+    return product(a, a)", "+    return mul(a, a)"))
-    gproject.cli("apply", "--base", NEW_NAME)
-    build = gproject.root / "build" / f"vllm-{NEW_NAME}"
+    gate_project.cli("apply", "--base", NEW_NAME)
+    build = gate_project.root / "build" / f"vllm-{NEW_NAME}"
     (build / ARG_UTILS).write_text((build / ARG_UTILS).read_text().replace("mul(a, a)", "product(a, a)"))
-    res = carry(gproject, wheels, expect=6)
+    res = carry(gate_project, wheels, expect=6)
     assert f"{NEW_NAME}: NOT carried" in res.output and f"{NEW_NAME}: carried" not in res.output
     assert f"{ARG_UTILS}:2:12: F821 Undefined name `mul`" in res.stderr
     assert "lint + style gate of the queue as written" in res.output
@@ -70,18 +61,18 @@ def _amend(tree, slug: str, path: str, old: str, new: str) -> None:
     git.core.run(tree, *_GIT, "stash", "pop", "-q", "--index")
 
 
-def test_an_earlier_commit_amended_after_it_passed_the_gate_is_gated_again(gproject, wheels):  # noqa: F811
-    tree = _tree(gproject)
-    _at_0003(gproject, wheels)
+def test_an_earlier_commit_amended_after_it_passed_the_gate_is_gated_again(gate_project, wheels):  # noqa: F811
+    tree = _tree(gate_project)
+    _at_0003(gate_project, wheels)
     _amend(tree, "cache-tweak", CACHE, "# line 10 (seam)\n", "# line 10 (seam)\nseam = undefined_name\n")
     fix_square(tree)  # 0003's own fix: it passes now; 0001 does not
-    stop = carry(gproject, wheels, expect=12).stderr
+    stop = carry(gate_project, wheels, expect=12).stderr
     assert "port to v9.10.0 stopped at 0001-cache-tweak.patch: breaks" in stop
     assert "was changed after it passed the gate" in stop
     assert f"{CACHE}:13 F821 Undefined name `undefined_name`" in stop
     assert "--fixup=:/^cache-tweak:" in stop and "stash pop --index" in stop  # how, the staged work aside
-    assert not (gproject.root / "patches" / NEW_NAME).exists()
+    assert not (gate_project.root / "patches" / NEW_NAME).exists()
 
     _amend(tree, "cache-tweak", CACHE, "seam = undefined_name\n", "")
-    out = json.loads(carry(gproject, wheels, "--json").stdout)
+    out = json.loads(carry(gate_project, wheels, "--json").stdout)
     assert out["carried"] and out["problems"] == []

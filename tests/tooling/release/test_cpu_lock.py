@@ -12,18 +12,12 @@ import shlex
 import shutil
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from tkvseam.release.cpulock import uv_executable
 
-from ..fixtures.carrying import NEW, NEW_NAME, OLD_NAME, make_wheels, wheel
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory) -> tuple[Path, Path]:
-    return make_wheels(tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu-torch"))
+from ..fixtures.carrying import NEW, NEW_NAME, OLD_NAME, wheel
 
 
 def lock_args(wheels, *extra: str) -> list[str]:

@@ -41,7 +41,7 @@ def a_venv(where: Path) -> Path:
 
 
 @pytest.fixture
-def built(project, tmp_path):
+def built_with_data(project, tmp_path):
     build_three_features(project)
     (project.root / "tests" / "data").mkdir(parents=True)
     (project.root / "tests" / "data" / "tiny-llama.json").write_text('{"num_hidden_layers": 2}\n')
@@ -91,46 +91,46 @@ def edit_in_place_keeping_times(path: Path, old: str, new: str) -> None:
     ],
     ids=["test-data", "conftest", "new-helper", "bases-file", "untracked-file-at-the-root"],
 )
-def test_a_project_file_change_reruns_every_job_run_in_the_project(built, monkeypatch, change):
-    assert run(built, monkeypatch) == ALL
-    assert run(built, monkeypatch) == []
-    change(built)
-    assert run(built, monkeypatch) == PROJECT_ROOTED  # a job run in a test root of the tree: cached
+def test_a_project_file_change_reruns_every_job_run_in_the_project(built_with_data, monkeypatch, change):
+    assert run(built_with_data, monkeypatch) == ALL
+    assert run(built_with_data, monkeypatch) == []
+    change(built_with_data)
+    assert run(built_with_data, monkeypatch) == PROJECT_ROOTED  # a job run in a test root of the tree: cached
 
 
-def test_the_hf_configs_a_job_home_is_made_from_rerun_every_job(built, monkeypatch):
-    run(built, monkeypatch)
-    (built.root / "tests/data/hf-configs/config.json").write_text('{"model_type": "llama"}\n')
-    assert run(built, monkeypatch) == ALL
+def test_the_hf_configs_a_job_home_is_made_from_rerun_every_job(built_with_data, monkeypatch):
+    run(built_with_data, monkeypatch)
+    (built_with_data.root / "tests/data/hf-configs/config.json").write_text('{"model_type": "llama"}\n')
+    assert run(built_with_data, monkeypatch) == ALL
 
 
 @pytest.mark.parametrize("where", ["docs/tests.md", "README.md", ".github/workflows/test.yml"])
-def test_what_no_seam_test_reads_keeps_the_passes(built, monkeypatch, where):
-    run(built, monkeypatch)
-    (built.root / where).parent.mkdir(parents=True, exist_ok=True)
-    (built.root / where).write_text("prose\n")
-    assert run(built, monkeypatch) == []
+def test_what_no_seam_test_reads_keeps_the_passes(built_with_data, monkeypatch, where):
+    run(built_with_data, monkeypatch)
+    (built_with_data.root / where).parent.mkdir(parents=True, exist_ok=True)
+    (built_with_data.root / where).write_text("prose\n")
+    assert run(built_with_data, monkeypatch) == []
 
 
-def test_an_installed_file_edited_in_place_reruns_every_job(built, monkeypatch):
-    run(built, monkeypatch)
-    edit_in_place_keeping_times(site(built) / "vllm" / "sampler.py", "1.0", "2.0")
-    assert run(built, monkeypatch) == ALL
-    assert run(built, monkeypatch) == []
+def test_an_installed_file_edited_in_place_reruns_every_job(built_with_data, monkeypatch):
+    run(built_with_data, monkeypatch)
+    edit_in_place_keeping_times(site(built_with_data) / "vllm" / "sampler.py", "1.0", "2.0")
+    assert run(built_with_data, monkeypatch) == ALL
+    assert run(built_with_data, monkeypatch) == []
 
 
-def test_a_package_installed_into_the_venv_reruns_every_job(built, monkeypatch):
-    run(built, monkeypatch)
-    (site(built) / "extra.pth").write_text("/somewhere\n")
-    assert run(built, monkeypatch) == ALL
+def test_a_package_installed_into_the_venv_reruns_every_job(built_with_data, monkeypatch):
+    run(built_with_data, monkeypatch)
+    (site(built_with_data) / "extra.pth").write_text("/somewhere\n")
+    assert run(built_with_data, monkeypatch) == ALL
 
 
-def test_bytecode_the_runs_write_keeps_the_passes(built, monkeypatch):
-    run(built, monkeypatch)
-    cache = site(built) / "vllm" / "__pycache__"
+def test_bytecode_the_runs_write_keeps_the_passes(built_with_data, monkeypatch):
+    run(built_with_data, monkeypatch)
+    cache = site(built_with_data) / "vllm" / "__pycache__"
     cache.mkdir()
     (cache / "sampler.cpython-311.pyc").write_bytes(b"\0" * 16)
-    assert run(built, monkeypatch) == []
+    assert run(built_with_data, monkeypatch) == []
 
 
 # --------------------------------------------------------------------------- the Makefile's command lanes
@@ -207,17 +207,17 @@ def test_a_command_lane_whose_inputs_change_while_it_runs_records_nothing(projec
 
 
 @pytest.mark.parametrize("name", ["VLLM_ATTENTION_BACKEND", "PYTHONHASHSEED", "PYTEST_ADDOPTS", "TORCH_LOGS"])
-def test_a_variable_that_steers_the_stack_reruns_every_job(built, monkeypatch, name):
-    run(built, monkeypatch)
+def test_a_variable_that_steers_the_stack_reruns_every_job(built_with_data, monkeypatch, name):
+    run(built_with_data, monkeypatch)
     monkeypatch.setenv(name, "1")
-    assert run(built, monkeypatch) == ALL
+    assert run(built_with_data, monkeypatch) == ALL
 
 
 @pytest.mark.parametrize("name", ["TKV_SEAM_LOCK_TIMEOUT", "TERM", "SSH_AUTH_SOCK", "MAKEFLAGS"])
-def test_a_variable_that_steers_nothing_keeps_the_passes(built, monkeypatch, name):
-    run(built, monkeypatch)
+def test_a_variable_that_steers_nothing_keeps_the_passes(built_with_data, monkeypatch, name):
+    run(built_with_data, monkeypatch)
     monkeypatch.setenv(name, "42")
-    assert run(built, monkeypatch) == []
+    assert run(built_with_data, monkeypatch) == []
 
 
 def test_a_command_lane_reruns_when_a_variable_that_steers_the_stack_changes(project, tmp_path, monkeypatch):
@@ -230,12 +230,12 @@ def test_a_command_lane_reruns_when_a_variable_that_steers_the_stack_changes(pro
     assert count.read_text() == "xx"
 
 
-def test_a_file_written_and_put_back_while_a_lane_runs_records_nothing(built, monkeypatch):
+def test_a_file_written_and_put_back_while_a_lane_runs_records_nothing(built_with_data, monkeypatch):
     """A test read the file while it was different: its outcome is not the pass of the bytes the
     key names, though they are the same again at the end."""
-    data = built.root / "tests/data/tiny-llama.json"
-    r = open_runner(built)
-    r.python = built.venv / "bin" / "python"
+    data = built_with_data.root / "tests/data/tiny-llama.json"
+    r = open_runner(built_with_data)
+    r.python = built_with_data.venv / "bin" / "python"
     ran: list[str] = []
     real = fake_pytest(r, ran)
 
@@ -250,13 +250,15 @@ def test_a_file_written_and_put_back_while_a_lane_runs_records_nothing(built, mo
     monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
     reports = run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
     assert any("nothing recorded: a file its jobs can read" in note for rep in reports for note in rep.notes)
-    assert run(built, monkeypatch) == ALL
+    assert run(built_with_data, monkeypatch) == ALL
 
 
-def test_an_installed_file_written_and_put_back_while_a_lane_runs_records_nothing(built, monkeypatch):
-    target = site(built) / "vllm" / "sampler.py"
-    r = open_runner(built)
-    r.python = built.venv / "bin" / "python"
+def test_an_installed_file_written_and_put_back_while_a_lane_runs_records_nothing(
+    built_with_data, monkeypatch
+):
+    target = site(built_with_data) / "vllm" / "sampler.py"
+    r = open_runner(built_with_data)
+    r.python = built_with_data.venv / "bin" / "python"
     real = fake_pytest(r, [])
 
     def run_job(job, slot):
@@ -268,7 +270,7 @@ def test_an_installed_file_written_and_put_back_while_a_lane_runs_records_nothin
     monkeypatch.setattr(r, "run_job", run_job, raising=False)
     monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
     run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
-    assert run(built, monkeypatch) == ALL
+    assert run(built_with_data, monkeypatch) == ALL
 
 
 def test_a_command_lane_whose_input_is_written_and_put_back_records_nothing(project, tmp_path):
@@ -280,12 +282,12 @@ def test_a_command_lane_whose_input_is_written_and_put_back_records_nothing(proj
     assert "not recorded: what it reads changed while it ran" in project.cli(*argv).stderr
 
 
-def test_another_venv_linking_the_same_files_keeps_the_passes(built, monkeypatch, tmp_path):
+def test_another_venv_linking_the_same_files_keeps_the_passes(built_with_data, monkeypatch, tmp_path):
     """uv hard-links its cache's files into every venv: a venv made or removed elsewhere moves the
     link count, hence the ctime, of every file this one shares; the bytes are the same."""
-    target = site(built) / "vllm" / "sampler.py"
-    r = open_runner(built)
-    r.python = built.venv / "bin" / "python"
+    target = site(built_with_data) / "vllm" / "sampler.py"
+    r = open_runner(built_with_data)
+    r.python = built_with_data.venv / "bin" / "python"
     real = fake_pytest(r, [])
 
     def run_job(job, slot):
@@ -298,4 +300,4 @@ def test_another_venv_linking_the_same_files_keeps_the_passes(built, monkeypatch
     reports = run_lanes(r, [BisectLane(), FullLane(), ProjectLane()])
     assert not any("nothing recorded" in note for rep in reports for note in rep.notes)
     (tmp_path / "other-venv-sampler.py").unlink()  # that venv removed
-    assert run(built, monkeypatch) == []
+    assert run(built_with_data, monkeypatch) == []

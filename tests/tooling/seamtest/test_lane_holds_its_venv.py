@@ -25,7 +25,7 @@ FAKE_TIMEOUT = "def pytest_addoption(parser):\n    parser.addoption('--timeout')
 
 
 @pytest.fixture
-def venv(two, tmp_path):  # noqa: F811
+def lane_venv(two, tmp_path):  # noqa: F811
     """A real venv holding the base's vllm/, pytest from the tool's own venv (a .pth) and a stand-in
     for pytest-timeout (the runner passes --timeout)."""
     base_commit = (two.tree / ".git" / "tkv-seam.json").read_text().split('"base_commit": "')[1][:40]
@@ -46,26 +46,26 @@ def tool(project, *argv: str, timeout: str = "1") -> subprocess.CompletedProcess
     )
 
 
-def test_a_lane_holds_its_venv_from_its_overlay_install_to_the_end_of_its_tests(two, venv, tmp_path):  # noqa: F811
-    lane = ("seamtest", "full", "--base", NAME, "--python", str(venv.python), "-j", "1")
+def test_a_lane_holds_its_venv_from_its_overlay_install_to_the_end_of_its_tests(two, lane_venv, tmp_path):  # noqa: F811
+    lane = ("seamtest", "full", "--base", NAME, "--python", str(lane_venv.python), "-j", "1")
     target = "tkvseam.seamtest.runner:Runner.test_root"  # after the overlay install, before pytest
     with paused(tmp_path / "pause", target, *two.argv(*lane)) as first:
         first.wait_reached()
-        installed = venv.files()
-        assert installed != venv.pristine  # the full series' overlay is in
+        installed = lane_venv.files()
+        assert installed != lane_venv.pristine  # the full series' overlay is in
 
-        restore = tool(two, "overlay", "restore", "--base", NAME, "--python", str(venv.python))
+        restore = tool(two, "overlay", "restore", "--base", NAME, "--python", str(lane_venv.python))
         assert restore.returncode == 10, restore.stderr
-        assert f"still holds the venv {venv.python.parent.parent}" in restore.stderr
+        assert f"still holds the venv {lane_venv.python.parent.parent}" in restore.stderr
         install = tool(
-            two, "overlay", "install", "--base", NAME, "--python", str(venv.python), "--commit", "HEAD~1"
+            two, "overlay", "install", "--base", NAME, "--python", str(lane_venv.python), "--commit", "HEAD~1"
         )
         assert install.returncode == 10, install.stderr
         second = tool(two, *lane)
         assert second.returncode == 10, second.stderr
-        assert venv.files() == installed  # none of them touched the venv
+        assert lane_venv.files() == installed  # none of them touched the venv
 
-        fd = os.open(venv.python.parent.parent / ".lock", os.O_RDWR)  # uv's lock of the venv
+        fd = os.open(lane_venv.python.parent.parent / ".lock", os.O_RDWR)  # uv's lock of the venv
         with pytest.raises(BlockingIOError):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.close(fd)
@@ -75,12 +75,12 @@ def test_a_lane_holds_its_venv_from_its_overlay_install_to_the_end_of_its_tests(
     assert "full: 1 job(s) ran" in done.stderr
     again = tool(two, *lane)
     assert again.returncode == 0 and "full: cached pass from" in again.stderr, again.stderr
-    assert tool(two, "overlay", "restore", "--base", NAME, "--python", str(venv.python)).returncode == 0
-    assert venv.files() == venv.pristine
+    assert tool(two, "overlay", "restore", "--base", NAME, "--python", str(lane_venv.python)).returncode == 0
+    assert lane_venv.files() == lane_venv.pristine
 
 
-def test_a_second_lane_waits_for_the_first_and_then_runs(two, venv, tmp_path):  # noqa: F811
-    lane = ("seamtest", "full", "--base", NAME, "--python", str(venv.python), "-j", "1", "--fresh")
+def test_a_second_lane_waits_for_the_first_and_then_runs(two, lane_venv, tmp_path):  # noqa: F811
+    lane = ("seamtest", "full", "--base", NAME, "--python", str(lane_venv.python), "-j", "1", "--fresh")
     target = "tkvseam.seamtest.runner:Runner.test_root"
     with paused(tmp_path / "pause", target, *two.argv(*lane)) as first:
         first.wait_reached()
@@ -95,4 +95,4 @@ def test_a_second_lane_waits_for_the_first_and_then_runs(two, venv, tmp_path):  
     second.communicate(timeout=300)
     assert second.returncode == 0, err.read_text()
     assert "full: 1 job(s) ran" in err.read_text()  # after the first, whole: FRESH=1 ran it again
-    assert (venv.site / PATHS[0]).read_bytes() != venv.pristine[PATHS[0]]  # the overlay it left
+    assert (lane_venv.site / PATHS[0]).read_bytes() != lane_venv.pristine[PATHS[0]]  # the overlay it left
