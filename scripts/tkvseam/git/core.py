@@ -121,8 +121,14 @@ def run(
     input: bytes | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git -C repo args...`` and return the completed process (bytes)."""
-    cmd = ["git"]
+    """Run ``git -C repo args...`` and return the completed process (bytes).
+
+    rerere off (``merge.rerere`` turns it on for its own call with a later ``-c``): git enables it by
+    itself where ``.git/rr-cache`` exists (a port tree links it), and ``git apply --3way`` and
+    ``git commit`` then run it on the tool's intermediate states: a conflict parked while the next
+    file merges (the file reset to HEAD) was recorded as its resolution and replayed.
+    """
+    cmd = ["git", "-c", "rerere.enabled=false"]
     if repo is not None:
         cmd += ["-C", str(repo)]
     cmd += list(args)
