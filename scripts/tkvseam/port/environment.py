@@ -9,9 +9,11 @@ the port stops at it:
   ``carry`` runs when it builds the venv, on the venv the proof has now). When it fails, every
   failure is the environment's;
 - **stock**: the failing nodes run again on the pristine base (the same test files, the stock
-  overlay). A ``Guard:`` (stock behaviour kept) that fails there too is the environment's; a
-  ``Tests:`` node fails on stock by its contract, so it is only marked when stock fails it with
-  the same message (it stays the patch's).
+  overlay). A ``Guard:`` (stock behaviour kept) that fails there too, the same way (the same last
+  line of its error), is the environment's; one that fails otherwise there (its fixture imports a
+  name the queue adds: stock says ``ImportError``) stays the patch's. A ``Tests:`` node fails on
+  stock by its contract, so it is only marked when stock fails it with the same message (it
+  stays the patch's).
 
 When pytest cannot start at all (a conftest importing what the venv lacks, a plugin missing:
 ``cannot_start``), the environment is the cause too, unless the nodes were not found or the
@@ -123,9 +125,10 @@ def judge(
     for node in failing:
         if fold(stock, node) == PASSED:
             continue
-        if node in guards:
+        same = _message(stock, node) == _message(rows, node)
+        if node in guards and same:  # failing otherwise (the patch's own name missing): not the environment
             verdict.environment.append(node)
-        elif _message(stock, node) and _message(stock, node) == _message(rows, node):
+        elif node not in guards and same and _message(stock, node):
             verdict.same_on_stock[node] = _message(stock, node)
     return verdict
 

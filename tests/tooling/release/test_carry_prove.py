@@ -216,6 +216,61 @@ def test_a_guard_that_fails_on_stock_too_is_the_environment_not_the_patch(
     assert f"1 test(s) fail on stock too: {GUARD}::test_needs_env" in stop
 
 
+STALE = "tests/test_cache_mark.py"
+STALE_TEXT = """import pytest
+
+import vllm.config.cache as cache
+
+
+@pytest.fixture
+def mark():
+    from vllm.config.cache import SEAM_MARK  # the patch's own name: stock has none
+
+    return SEAM_MARK
+
+
+def test_header_kept(mark):
+    with open(cache.__file__) as f:
+        assert f.readline() == "# line 1\\n"
+"""
+
+
+@pytest.fixture
+def stale_guard_case(tmp_path, carrying_releases, monkeypatch):  # noqa: F811
+    """0001 adds SEAM_MARK to cache.py and a Guard that needs it (its fixture imports it) and
+    expects v9.9.9's first line: on v9.10.0 the guard is stale (it fails, the patch's); on stock
+    it errors otherwise (the ImportError of the patch's own name), which is no environment."""
+    with carrying_project(tmp_path, carrying_releases, monkeypatch) as (project, _):
+        project.apply()
+        cache = project.tree / "vllm/config/cache.py"
+        (cache).write_text(cache.read_text().replace("# line 10\n", "# line 10\nSEAM_MARK = 1\n"))
+        (project.tree / STALE).write_text(STALE_TEXT)
+        guard = f"Tests: tests/test_math.py::test_add\nGuard: {STALE}::test_header_kept"
+        git.index.commit(
+            project.tree,
+            message("seam-mark").replace("Tests: tests/test_math.py::test_add", guard),
+            "Seam Dev <dev@example.invalid>",
+            paths=["vllm/config/cache.py", STALE],
+        )
+        project.refresh()
+        git_project(project.root)
+        yield project
+
+
+def test_a_guard_that_fails_otherwise_on_stock_is_the_patchs(stale_guard_case, carrying_releases, wheels):  # noqa: F811
+    """Stock failing a Guard is the environment's only when it fails it the same way: here the
+    guard fails its assertion with the patch and errors on stock for want of the patch's name
+    (vLLM 0.34.0's 0007: a guard stale since v0.34.0 moved the CPU MLA gather was called the
+    environment, and proving went off for the rest of the port)."""
+    make_test_venv(stale_guard_case.root, NEW_NAME, carrying_releases[NEW_NAME].tarball)
+    stop = carry(stale_guard_case, wheels, expect=12).stderr
+    assert "stopped at 0001-seam-mark.patch: breaks" in stop
+    assert f"test {STALE}::test_header_kept: failed" in stop
+    assert "environment" not in stop
+    tree = stale_guard_case.root / "build" / f"port-{NEW_NAME}"
+    assert not (tree / ".git" / "tkv-seam-port-env.json").exists()  # proving stays on
+
+
 def test_the_environment_stop_names_a_command_that_brings_proving_back(pcase, carrying_releases, wheels):  # noqa: F811
     """`make venv-vllm` alone keeps an up-to-date venv (and refuses this one, which it did not
     build): proving stayed off. The hint moves the venv aside and builds it anew."""
