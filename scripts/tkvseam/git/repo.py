@@ -206,7 +206,10 @@ def files_at(repo: Path, rev: str, path: str) -> list[str]:
 
 
 def ls_tree(repo: Path, commit: str, paths: list[str]) -> list[TreeEntry]:
-    """The entries ``paths`` name at ``commit`` (each a file, link or directory; not recursive)."""
+    """The entries ``paths`` name at ``commit`` (each a file, link or directory; not recursive).
+    No path names nothing (``git ls-tree`` without one lists the whole top level)."""
+    if not paths:
+        return []
     text = run(repo, "ls-tree", "-z", commit, "--", *paths).stdout
     rows = []
     for line in _z(text):

@@ -20,7 +20,7 @@ from tkvseam import git
 from ..fixtures.carry import carry, wheels  # noqa: F401  (fixtures)
 from ..fixtures.carrying import NEW, NEW_NAME, carrying_project, git_project
 from ..fixtures.gatecase import ARG_UTILS, fix_square, gate_project, make_gate_queue, resolve_as_product  # noqa: F401  (gate_project: a fixture)
-from ..fixtures.queue import make_one_patch, make_two_patches
+from ..fixtures.queue import make_one_patch, make_two_patches, message
 
 
 def _project(tmp_path, carrying_releases, monkeypatch, make_queue):
@@ -38,6 +38,17 @@ def one_patch(tmp_path, carrying_releases, monkeypatch):
 @pytest.fixture
 def two_patches(tmp_path, carrying_releases, monkeypatch):
     yield from _project(tmp_path, carrying_releases, monkeypatch, make_two_patches)
+
+
+def _one_patch_and_a_doc(project) -> None:
+    make_one_patch(project)
+    project.commit_in_tree("README.md", "synthetic upstream, documented\n", message("doc-only", "a doc"))
+    project.refresh()
+
+
+@pytest.fixture
+def doc_last(tmp_path, carrying_releases, monkeypatch):
+    yield from _project(tmp_path, carrying_releases, monkeypatch, _one_patch_and_a_doc)
 
 
 def _tree(project):
@@ -196,3 +207,12 @@ def test_a_carried_queue_after_make_clean_is_still_carried(one_patch, wheels):  
     res = carry(one_patch, wheels)
     assert "edited since" not in res.stdout + res.stderr and "NOT carried" not in res.stdout
     assert f"{NEW_NAME}: carried" in res.stdout
+
+
+def test_a_last_patch_without_a_python_file_is_carried(doc_last, wheels):  # noqa: F811
+    """A patch that touches no .py file (vLLM's 0010, PROTOCOL.md) leaves the gate nothing to
+    keep; gating the port's commits again at the end took "no path" for the whole top level of
+    the tree and read a directory as a file (on 0.34.0: `git cat-file blob <tree>` failed, exit 1)."""
+    out = json.loads(carry(doc_last, wheels, "--json").stdout)
+    assert out["carried"] and out["problems"] == []
+    assert [row["name"] for row in out["by_themselves"]] == ["0001-cache-tweak.patch", "0002-doc-only.patch"]
