@@ -153,6 +153,16 @@ def cannot_start(log: str, startup_changed: bool) -> str:
     return lines[-1] if lines else "pytest exited before running a test"
 
 
+def not_found(log: str, nodes: list[str]) -> set[str]:
+    """The nodes pytest said it did not find (``ERROR: not found: <root>/<node>``)."""
+    said = [
+        x.removeprefix("ERROR: not found: ").strip()
+        for x in log.splitlines()
+        if x.startswith("ERROR: not found: ")
+    ]
+    return {node for node in nodes if any(x == node or x.endswith("/" + node) for x in said)}
+
+
 def _message(rows: dict, node: str) -> str:
     """The last line of a node's failure (its exception), as the outcomes plugin kept it."""
     found = [r.get("message", "") for nid, r in rows.items() if nid == node or nid.startswith(node + "[")]

@@ -112,10 +112,11 @@ def prove_patch(
     except SeamError as e:
         if e.message.startswith("pytest could not run"):
             log = work / "logs" / f"prove-{k:02d}.log"
+            text = log.read_text() if log.is_file() else ""
             changed = git.repo.changed_paths(tree, state.base_commit, snapshot, list(environment.STARTUP))
-            why = environment.cannot_start(log.read_text() if log.is_file() else "", bool(changed))
+            why = environment.cannot_start(text, bool(changed))
             if not why:  # the nodes, not the venv: node ids not found, or the patch changed the conftest
-                return [f"{node}: not run (pytest could not run them; log {log})" for node in nodes]
+                return _not_run(nodes, environment.not_found(text, nodes), log)
             error = f"pytest cannot start: {why} (log {log})"
             prover.environment, prover.off = error, f"environment: {error}"
             environment.record(tree, prover.python, patch.name, error)
@@ -157,3 +158,16 @@ def prove_patch(
         )
         failing.append(f"{node}: {outcome} (log {result.log}{same})")
     return failing or None
+
+
+def _not_run(nodes: list[str], missing: set[str], log: Path) -> list[str]:
+    """The nodes of a pytest run that ran none: those it did not find (a ``Tests:``/``Guard:``
+    line naming a test its file does not define), the others not run because of them."""
+    if not missing:
+        return [f"{node}: not run (pytest could not run them; log {log})" for node in nodes]
+    return [
+        f"{node}: not found (its file defines no such test; log {log})"
+        if node in missing
+        else f"{node}: not run (pytest ran none: a node was not found; log {log})"
+        for node in nodes
+    ]

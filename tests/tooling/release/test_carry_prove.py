@@ -139,6 +139,26 @@ def test_a_resolution_is_proven_with_its_own_tests_line(pcase, carrying_releases
     }
 
 
+def test_a_tests_line_naming_no_test_of_its_file_is_said_as_such(pcase, releases, wheels):  # noqa: F811
+    """The message's Tests: names a test the file does not define (a resolution's message kept
+    from another version of the patch): pytest stops before any test, and the stop names that
+    node as not found, the others as not run because of it (vLLM 0.34.0's 0004, replayed with
+    the reviewed message over the old test file: 14 nodes "not run", 3 of them not found)."""
+    make_test_venv(pcase.root, NEW_NAME, releases[NEW_NAME].tarball)
+    carry(pcase, wheels, expect=12)
+    tree = pcase.root / "build" / f"port-{NEW_NAME}"
+    fix_header_test(tree)
+    msg = tree / ".git" / "tkv-seam-port-msg"
+    renamed = HEADER_NODE.replace("test_header", "test_no_such")
+    msg.write_text(
+        msg.read_text().replace(f"Tests: {HEADER_NODE}", f"Tests: {HEADER_NODE}\nTests: {renamed}")
+    )
+    stop = carry(pcase, wheels, expect=12).stderr
+    assert f"test {renamed}: not found (its file defines no such test; log " in stop
+    assert f"test {HEADER_NODE}: not run (pytest ran none: a node was not found; log " in stop
+    assert "environment" not in stop
+
+
 TRITON = "vLLM on x86 CPUs requires Triton (triton-cpu)"
 
 
