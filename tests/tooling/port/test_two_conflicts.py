@@ -68,7 +68,7 @@ def test_a_later_patch_conflicting_in_two_files_stops_with_both_conflicts(projec
     (tree / TESTS).write_text(
         SEAM_TESTS + "\n\ndef test_upstream():\n    assert 1\n\n\ndef test_mul():\n    assert 2 * 3 == 6\n"
     )
-    git.run(tree, "add", TESTS)
+    git.core.run(tree, "add", TESTS)
 
     stop = port(project, "continue", expect=12).stderr  # 0001 through; 0002 conflicts in both files
     assert "stopped at 0002-two-files.patch: conflict" in stop
