@@ -28,7 +28,7 @@ TESTS = "tests/test_seam.py"
 
 
 @pytest.fixture
-def project(tmp_path, port_releases, monkeypatch):
+def two_conflicts_project(tmp_path, port_releases, monkeypatch):
     """The port case's releases, with a queue of two patches: 0001 appends to the test file
     (upstream appended there too: a test-only conflict), 0002 edits sub() and appends to the
     registry (upstream rewrote the one and appended to the other: two conflicting files)."""
@@ -62,7 +62,8 @@ def project(tmp_path, port_releases, monkeypatch):
         yield project
 
 
-def test_a_later_patch_conflicting_in_two_files_stops_with_both_conflicts(project):
+def test_a_later_patch_conflicting_in_two_files_stops_with_both_conflicts(two_conflicts_project):
+    project = two_conflicts_project
     tree = port_tree(project)
     assert "stopped at 0001-seam-tests.patch" in port(project, "start", expect=12).stderr
     (tree / TESTS).write_text(
