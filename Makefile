@@ -84,14 +84,17 @@ ifneq ($(value JSON),)
 MAKEFLAGS += --no-print-directory
 
 to_err := >&2
+say := :
 usage_json = printf '%s\n' '{"ok": false, "exit_code": 2, "error": "$(1)", "hint": "make help"}';
 # a prerequisite's command that fails: the target's one JSON object, naming it
 failed_json = || { rc=$$?; printf '%s\n' '{"ok": false, "exit_code": '$$rc', "error": "$(1) failed", "hint": "$(2)"}'; exit $$rc; }
 # a prerequisite's tool command: its own JSON object, on stdout only when it fails
-tool_json = if out=$$($(1) --json); then printf '%s\n' "$$out" >&2; else rc=$$?; \
+tool_json = if out=$$($(1) --json); then printf '%s\n' "$(2): ok" >&2; else rc=$$?; \
   [ -n "$$out" ] || out='{"ok": false, "exit_code": '$$rc', "error": "$(2) failed", "hint": "$(2)"}'; \
   printf '%s\n' "$$out"; exit $$rc; fi
 endif
+# the tool's command line a recipe runs, said on stderr (never with JSON=1: stdout holds the one object)
+say ?= echo
 # $(call usage,<text>): a recipe's usage error on stderr and, with JSON=1, as the one JSON object
 # on stdout (the tool's error shape); <text> is the Makefile's own (no quote, no backslash).
 usage = { echo "$(1)" >&2; $(call usage_json,$(1)) exit 2; }
@@ -143,14 +146,14 @@ lock-cpu: venv ## Resolve BASE's CPU lock ci/lock-cpu-BASE.txt with uv, the mach
 	if [ -n "$$TKV_LOCK_EXCLUDE_NEWER" ]; then set -- "$$@" --exclude-newer "$$TKV_LOCK_EXCLUDE_NEWER"; fi; \
 	set -f; for p in $$TKV_LOCK_EXCLUDE; do set -- "$$@" --exclude "$$p"; done; set +f; \
 	if [ -n "$$TKV_LOCK_WHY" ]; then set -- "$$@" --why "$$TKV_LOCK_WHY"; fi; \
-	echo $(call sh,$(TOOL)) "$$*" >&2; \
+	$(say) $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@"
 
 seam-table: export TKV_SEAMTABLE_PLUGIN := $(value PLUGIN)
 seam-table: venv ## Write BASE's ["BASE".seam] table from its sdist and the base it is carried from | BASE=<base> PLUGIN='turbo-attn==<v>' FORCE=1
 	@set -- seam-table $(BASE); \
 	if [ -n "$$TKV_SEAMTABLE_PLUGIN" ]; then set -- "$$@" --plugin "$$TKV_SEAMTABLE_PLUGIN"; fi; \
-	echo $(call sh,$(TOOL)) "$$* $(FORCE_FLAG)" >&2; \
+	$(say) $(call sh,$(TOOL)) "$$* $(FORCE_FLAG)" >&2; \
 	exec $(call sh,$(TOOL)) "$$@" $(FORCE_FLAG)
 
 # What the port does by itself, turned off (docs/port.md): AUTORESOLVE=0 (offset, imports, replay), FIX=0, REPLAY=0.
@@ -170,8 +173,9 @@ carry: venv ## Carry a vLLM release: pin, .seam table, CPU lock, port (run again
 	if [ -n "$$TKV_CARRY_REASON" ]; then set -- "$$@" --reason "$$TKV_CARRY_REASON"; fi; \
 	$(if $(filter 0,$(PROVE)),set -- "$$@" --no-prove;) \
 	$(if $(AUTO_FLAGS),set -- "$$@" $(AUTO_FLAGS);) \
-	echo $(call sh,$(TOOL)) "$$*" >&2; \
-	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,)
+	set -- "$$@" $(if $(value JSON),--json,); \
+	$(say) $(call sh,$(TOOL)) "$$*" >&2; \
+	exec $(call sh,$(TOOL)) "$$@"
 
 retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dropped/; not v0.31.0) | BASE=<base> FORCE=1
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
@@ -231,7 +235,7 @@ bisect: export TKV_BISECT_PATCH := $(value PATCH)
 bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
 	@set -- seamtest bisect --base $(BASE); \
 	if [ -n "$$TKV_BISECT_PATCH" ]; then set -- "$$@" --patch "$$TKV_BISECT_PATCH"; fi; \
-	echo $(call sh,$(TOOL)) "$$*" >&2; \
+	$(say) $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@"
 
 seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>
@@ -298,8 +302,9 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	if [ -n "$$TKV_PORT_VERDICT" ]; then set -- "$$@" --verdict "$$TKV_PORT_VERDICT"; fi; \
 	$(if $(filter 1,$(PROVE)),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" --prove;; esac;) \
 	$(if $(AUTO_FLAGS),case "$$TKV_PORT_VERB" in (start|continue|skip) set -- "$$@" $(AUTO_FLAGS);; esac;) \
-	echo $(call sh,$(TOOL)) "$$*" >&2; \
-	exec $(call sh,$(TOOL)) "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG)
+	set -- "$$@" $(if $(value JSON),--json,) $(FORCE_FLAG); \
+	$(say) $(call sh,$(TOOL)) "$$*" >&2; \
+	exec $(call sh,$(TOOL)) "$$@"
 
 # DIFF and BASE reach `drift --diff` through the environment; without BASE= every pair of bases.
 drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff | DIFF=<slug> BASE=<base> JSON=1
@@ -308,7 +313,7 @@ drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=
 pin: export TKV_PIN_VERSION := $(value VERSION)
 pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0) | VERSION=<version>
 	@if [ -z "$$TKV_PIN_VERSION" ]; then echo "usage: make pin VERSION=0.34.0" >&2; exit 2; fi; \
-	echo $(call sh,$(TOOL)) "pin $$TKV_PIN_VERSION" >&2; \
+	$(say) $(call sh,$(TOOL)) "pin $$TKV_PIN_VERSION" >&2; \
 	exec $(call sh,$(TOOL)) pin "$$TKV_PIN_VERSION"
 
 # make can only exit 2 on a failed recipe: the tool's exit 11 (a newer release exists, not a

@@ -88,7 +88,12 @@ def one_object(target: str, proc) -> dict:
 
 @pytest.mark.parametrize("target", sorted(ARGS))
 def test_json_on_a_make_target_is_one_object_on_stdout(target, project, tmp_path):
-    one_object(target, make_json(project, tmp_path, target, *ARGS[target]))
+    proc = make_json(project, tmp_path, target, *ARGS[target])
+    one_object(target, proc)
+    # no recipe echo: the tool's command line is not said, nor a prerequisite's whole JSON object
+    assert "tkvseam" not in proc.stderr and "tool " not in proc.stderr and '"ok"' not in proc.stderr, (
+        proc.stderr
+    )
 
 
 #: A documented JSON=1 target's usage errors (the recipe's own, before the tool runs).
