@@ -184,6 +184,10 @@ def install_commit(
             stage(tree, paths, stage_dir, commit)
             done = install_into_venv(python, stage_dir, own_venv, rerun, others)
     done.restored = restore
+    if restore:  # the installer's words are an overlay's; its output in --json says what was done
+        done.output = done.output.replace("overlay: replaced ", "overlay: restored ").replace(
+            " file(s) replaced,", " file(s) restored,"
+        )
     return done
 
 

@@ -185,3 +185,12 @@ def test_a_vllm_outside_the_venv_is_never_patched_through_it(two, venv, tmp_path
     monkeypatch.setenv("PYTHONPATH", str(other.site))
     overlay(two, "install", venv, expect=1)  # still the venv's own (none), not PYTHONPATH's
     assert other.files() == other.pristine
+
+
+def test_restore_in_json_says_restored_not_replaced(two, venv):
+    """The installer's words are an overlay's ("replaced"); a restore's --json output says what it did."""
+    overlay(two, "install", venv)
+    out = json.loads(overlay(two, "restore", venv, "--json").stdout)
+    assert out["restored"] is True and venv.files() == venv.pristine
+    assert f"restored {out['replaced'][0]}" in out["output"] and "file(s) restored," in out["output"]
+    assert "replaced" not in out["output"], out["output"]
