@@ -274,13 +274,14 @@ _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 
 def build_progress(kept, progress: Progress) -> Callable[[str], None]:
     """Each line of the build's stream into ``kept`` (the full log); one progress line a
-    Dockerfile step (``image step 3/9: COPY overlay/ /tmp/overlay/``), not every line of it."""
+    Dockerfile step (``image step 3/9: COPY overlay/ /tmp/overlay/``) but its LABEL steps, not every
+    line of it."""
 
     def log(line: str) -> None:
         kept.write(line + "\n")
         kept.flush()
         m = _STEP.match(line)
-        if m:
+        if m and not m.group(3).startswith("LABEL "):  # the labels: metadata steps, done in a blink
             progress.step(f"image step {m.group(1)}/{m.group(2)}: {m.group(3)[:80]}")
 
     return log
