@@ -146,6 +146,11 @@ class Times(Answer):
                 f"{row['name']:34} {str(row.get('base') or '-'):8} {row['seconds']:>8.1f}  "
                 f"{str(row.get('load') or '-'):>5} {str(row.get('cores') or '-'):>5}  {row['when']}"
             )
+        if any(row["name"].startswith("lane-") for row in self.rows):
+            out.append(
+                "(a lane-<name> row is the sum of its jobs' seconds, which run side by side on the "
+                "slots: the lane took less wall time; its line in make test says both)"
+            )
         return out if self.rows else ["no timing recorded yet (make test records one)"]
 
     def to_json(self) -> dict:

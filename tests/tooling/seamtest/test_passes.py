@@ -337,3 +337,15 @@ def test_a_seam_lane_run_directly_refuses_a_tree_that_is_not_the_queue(built):
     refused = built.cli(*lane, expect=5)
     assert "holds commits the queue does not" in refused.stderr
     assert f"next: make refresh BASE={NAME}" in refused.stderr
+
+
+def test_times_says_a_lane_row_is_its_jobs_summed_time():
+    """Issue 37: `make times` showed lane-bisect 819.7 for a lane of 2 slots with no word that it
+    is job time, not wall time."""
+    from tkvseam.seamtest.run import Times
+
+    row = {"name": "lane-bisect", "base": "v0.31.0", "seconds": 819.7, "load": 2.0, "cores": 2, "when": "t"}
+    said = Times([row]).lines()
+    assert "819.7" in said[1] and "sum of its jobs' seconds" in said[-1]
+    single = dict(row, name="image")
+    assert len(Times([single]).lines()) == 2  # no lane row: no note
