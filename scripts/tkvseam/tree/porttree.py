@@ -217,7 +217,7 @@ class PortTree:
             files.append(fr)
         self.unpark(parked)
         self._merge_imports(files)
-        self._replay(files)
+        self._replay(patch, files)
         return files, hunks
 
     def _merge_imports(self, files: list[FileReport]) -> None:
@@ -234,8 +234,10 @@ class PortTree:
             version = getattr(self.isort, "version", lambda: "?")()
             fr.status, fr.note = FileStatus.IMPORTS, f"{done[1]}; sorted by ruff {version} (isort rules I)"
 
-    def _replay(self, files: list[FileReport]) -> None:
-        """Conflicts resolved before (git rerere): their resolution put back and staged."""
+    def _replay(self, patch: Patch, files: list[FileReport]) -> None:
+        """Conflicts resolved before (git rerere): their resolution put back and staged, with the
+        rest of the whole resolution recorded with them; a file of it that is no longer where it
+        was stops the patch (a conflict to resolve by hand)."""
         conflicted = [f for f in files if f.status == FileStatus.CONFLICT]
         if not (self.auto.replay and self.resolutions is not None and conflicted):
             return
@@ -246,6 +248,25 @@ class PortTree:
                     FileStatus.REPLAYED,
                     "the resolution recorded for this conflict, replayed (git rerere)",
                 )
+        if not replayed:
+            return
+        rest = self.resolutions.replay_rest(self.path, patch, sorted(replayed))
+        by_path = {f.path: f for f in files}
+        for path in rest.restored:
+            fr = by_path.get(path) or FileReport(path, FileStatus.EXACT, test=is_test_file(path))
+            if path not in by_path:
+                files.append(fr)
+            fr.status, fr.note = FileStatus.REPLAYED, "changed by the resolution recorded with it, put back"
+        for path in rest.differs:
+            fr = by_path.get(path) or FileReport(path, FileStatus.EXACT, test=is_test_file(path))
+            if path not in by_path:
+                files.append(fr)
+            fr.status, fr.note = (
+                FileStatus.CONFLICT,
+                "the resolution recorded with this patch's conflicts changed this file too, but it is "
+                "no longer where it was then (the base or the patch changed): not replayed; change it "
+                "as the resolution needs, then continue",
+            )
 
     def _apply_file(self, patch, fc: FileChange, section, moves, parked, link):
         target = fc.old or fc.new

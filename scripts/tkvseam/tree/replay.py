@@ -10,23 +10,49 @@ when the user continues a resolution, rerere records it. A file whose conflicts 
 replayed is staged; a patch whose every conflict is replayed goes on by itself (gated and
 proven as any patch), said, and listed to re-read. ``git -C <tree> rerere forget <path>``
 (at a stop) drops a recorded resolution that should not come back.
+
+rerere knows only the conflicted files; a resolution often changes more (a file of the patch
+that merged, or another file). So a continued resolution is also recorded whole, in
+``files/<patch>.json`` (the newest few; each file's bytes in ``blobs/<sha256>``): for every file
+the resolution staged, the blob it had before (the tree's HEAD) and the bytes it was given, with
+the patch's own diff. When rerere replays a conflict of that patch again, every other file of the
+record is put back too if it is where it was then (same HEAD blob, same patch diff); a file that
+is not stays as the port merged it and the patch stops there (a conflict: resolve it by hand),
+never goes on with half of a resolution.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import git, layout
 from ..fsutil import atomic_write
 from ..queue.header import PatchFormatError
 from ..queue.message import message_header, set_trailer
-from ..queue.patch import Patch
+from ..queue.patch import Patch, file_sections
 
 _RESOLVED = re.compile(r"^Resolved '(.+)' using previous resolution\.$")
 _MARKERS = ("<" * 7 + " ", ">" * 7 + " ")
+_KEEP = 8  # whole resolutions kept per patch, newest first
+
+
+@dataclass
+class Rest:
+    """What a whole recorded resolution did beyond rerere's files (``Resolutions.replay_rest``)."""
+
+    restored: list[str] = field(default_factory=list)  # put back and staged
+    differs: list[str] = field(default_factory=list)  # changed then, but not where it was: left
+
+
+def _diff_key(patch: Patch) -> str:
+    """The patch's diff (not its header): a resolution is for this diff."""
+    return hashlib.sha256("".join(file_sections(patch)).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class Resolutions:
@@ -78,15 +104,91 @@ class Resolutions:
         return done
 
     def record(self, tree: Path, patch: Patch, message: str) -> list[str]:
-        """Record the resolution being continued (rerere's postimages; the message, and the patch's
-        own message it was written from): the paths."""
+        """Record the resolution being continued (rerere's postimages; the whole staged resolution;
+        the message, and the patch's own message it was written from): rerere's lines."""
         self._link(tree)
         said = git.merge.rerere(tree)
+        self._record_whole(tree, patch)
         kept = self._message_path(patch.name)
         kept.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(kept, message)
         atomic_write(kept.with_name(kept.name + ".header"), patch.header.message)
         return [line for line in said if line.startswith("Recorded resolution")]
+
+    def _whole_path(self, patch: Patch) -> Path:
+        return self.dir / "files" / f"{patch.name}.json"
+
+    def _whole_records(self, patch: Patch) -> list[dict]:
+        path = self._whole_path(patch)
+        try:
+            records = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        return records if isinstance(records, list) else []
+
+    def _record_whole(self, tree: Path, patch: Patch) -> None:
+        """Every file the staged resolution changes: its blob at HEAD and its resolved bytes."""
+        files = {}
+        for path in git.index.staged_paths(tree):
+            data = git.repo.show(tree, "", path)  # the index's bytes; None: the resolution deletes it
+            blob = None
+            if data is not None:
+                blob = hashlib.sha256(data).hexdigest()
+                kept = self.dir / "blobs" / blob
+                if not kept.is_file():
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(kept, data)
+            files[path] = {"head": git.repo.blob_id(tree, "HEAD", path), "result": blob}
+        if not files:
+            return
+        record = {"diff": _diff_key(patch), "files": files}
+        records = [record] + [r for r in self._whole_records(patch) if r != record]
+        out = self._whole_path(patch)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out, json.dumps(records[:_KEEP], indent=1, sort_keys=True) + "\n")
+
+    def replay_rest(self, tree: Path, patch: Patch, replayed: list[str]) -> Rest:
+        """rerere put back ``replayed`` (files of ``patch``): put back the rest of the whole
+        resolution recorded with them, where each file is where it was then. Nothing recorded with
+        those files (a resolution from before whole records): nothing to do."""
+        records = [
+            r
+            for r in self._whole_records(patch)
+            if isinstance(r.get("files"), dict) and set(replayed) <= set(r["files"])
+        ]
+        if not records:
+            return Rest()
+        key = _diff_key(patch)
+
+        def here(path: str, entry: dict) -> bool:
+            return entry.get("head") == git.repo.blob_id(tree, "HEAD", path)
+
+        # the newest record for this diff whose every file is where it was; else the newest
+        whole = [r for r in records if r.get("diff") == key and all(here(p, e) for p, e in r["files"].items())]
+        record = (whole or records)[0]
+        rest = Rest()
+        for path, entry in record["files"].items():
+            if path in replayed:
+                continue
+            data = None
+            if entry.get("result") is not None:
+                kept = self.dir / "blobs" / str(entry["result"])
+                data = kept.read_bytes() if kept.is_file() else None
+                if data is None or hashlib.sha256(data).hexdigest() != entry["result"]:
+                    rest.differs.append(path)  # its bytes are gone or damaged: not replayed
+                    continue
+            if record.get("diff") != key or not here(path, entry):
+                rest.differs.append(path)
+                continue
+            full = tree / path
+            if data is None:
+                full.unlink(missing_ok=True)
+            else:
+                full.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(full, data)
+            git.index.stage(tree, [path])
+            rest.restored.append(path)
+        return rest
 
     def forget_progress(self, tree: Path) -> None:
         """A patch left out: rerere forgets the conflicts in progress (recorded resolutions stay)."""

@@ -83,3 +83,55 @@ def test_a_header_edited_in_the_queue_since_is_kept_with_the_replayed_resolution
     assert "the message recorded with it was for an earlier header of the patch" in stop
     message = git.repo.commit_info(gate_project.root / "build" / f"port-{NEW_NAME}", "HEAD").message
     assert "Adds mul(), reviewed again." in message and "Verdict: re-expressed" in message
+
+
+CACHE = "vllm/config/cache.py"
+
+
+def _resolve_beyond_the_conflict(tree) -> None:
+    """0002's resolution as before, plus a file the conflict did not touch (one 0002 does not even
+    change): git's rerere records only the conflicted file."""
+    resolve_as_product(tree)
+    text = (tree / CACHE).read_text()
+    assert "# line 20\n" in text
+    (tree / CACHE).write_text(text.replace("# line 20\n", "# line 20 (product() is in arg_utils)\n"))
+    git.core.run(tree, "add", CACHE)
+
+
+def test_a_replayed_resolution_comes_back_whole_not_only_its_conflicted_file(gate_project, wheels):  # noqa: F811
+    tree = gate_project.root / "build" / f"port-{NEW_NAME}"
+    assert "stopped at 0002-add-mul.patch: conflict" in carry(gate_project, wheels, expect=12).stderr
+    _resolve_beyond_the_conflict(tree)
+    assert "stopped at 0003-use-mul.patch: breaks" in carry(gate_project, wheels, expect=12).stderr
+    gate_project.cli("port", "abort", "--to", NEW_NAME)
+    stop = carry(gate_project, wheels, expect=12).stderr
+    assert "stopped at 0003-use-mul.patch: breaks" in stop
+    assert f"0002-add-mul.patch: replay: {CACHE}: changed by the resolution recorded with it, put back" in stop
+    resolved = git.repo.commit_info(tree, "HEAD")
+    assert resolved.subject.startswith("add-mul:")
+    assert "# line 20 (product() is in arg_utils)" in git.repo.show(tree, "HEAD", CACHE).decode()
+    assert "def product(a, b):" in git.repo.show(tree, "HEAD", ARG_UTILS).decode()
+
+
+def test_a_recorded_resolution_whose_other_file_moved_on_stops_instead_of_going_on_by_half(
+    tmp_path, monkeypatch, wheels  # noqa: F811
+):
+    """The same conflict onto a release whose cache.py differs: the conflict is replayed, but the
+    resolution's change to cache.py was made on other text, so the patch stops there."""
+    other = {**NEW_FILES, CACHE: "# another header\n" + NEW_FILES[CACHE]}
+    three = {**make_releases(tmp_path / "up"), "v9.11.0": make_release(tmp_path / "up", "9.11.0", other)}
+    with carrying_project(tmp_path, three, monkeypatch) as (project, _):
+        make_gate_queue(project)
+        git_project(project.root)
+        assert "stopped at 0002-add-mul.patch: conflict" in carry(project, wheels, expect=12).stderr
+        _resolve_beyond_the_conflict(project.root / "build" / f"port-{NEW_NAME}")
+        carry(project, wheels, expect=12)  # 0002's resolution recorded as it is continued
+        project.cli("pin", "9.11.0")
+        res = project.cli("port", "start", "--base", OLD_NAME, "--to", "v9.11.0", expect=None)
+        assert "stopped at 0002-add-mul.patch: conflict" in res.stderr
+        assert f"{CACHE}: conflict (the resolution recorded with this patch's conflicts changed this file too" in (
+            res.stderr
+        )
+        tree = project.root / "build" / "port-v9.11.0"
+        assert "def product(a, b):" in (tree / ARG_UTILS).read_text()  # the conflict itself is replayed
+        assert "(product() is in arg_utils)" not in (tree / CACHE).read_text()
