@@ -164,7 +164,9 @@ class Resolutions:
             return entry.get("head") == git.repo.blob_id(tree, "HEAD", path)
 
         # the newest record for this diff whose every file is where it was; else the newest
-        whole = [r for r in records if r.get("diff") == key and all(here(p, e) for p, e in r["files"].items())]
+        whole = [
+            r for r in records if r.get("diff") == key and all(here(p, e) for p, e in r["files"].items())
+        ]
         record = (whole or records)[0]
         rest = Rest()
         for path, entry in record["files"].items():

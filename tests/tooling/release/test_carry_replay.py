@@ -106,7 +106,9 @@ def test_a_replayed_resolution_comes_back_whole_not_only_its_conflicted_file(gat
     gate_project.cli("port", "abort", "--to", NEW_NAME)
     stop = carry(gate_project, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in stop
-    assert f"0002-add-mul.patch: replay: {CACHE}: changed by the resolution recorded with it, put back" in stop
+    assert (
+        f"0002-add-mul.patch: replay: {CACHE}: changed by the resolution recorded with it, put back" in stop
+    )
     resolved = git.repo.commit_info(tree, "HEAD")
     assert resolved.subject.startswith("add-mul:")
     assert "# line 20 (product() is in arg_utils)" in git.repo.show(tree, "HEAD", CACHE).decode()
@@ -114,7 +116,9 @@ def test_a_replayed_resolution_comes_back_whole_not_only_its_conflicted_file(gat
 
 
 def test_a_recorded_resolution_whose_other_file_moved_on_stops_instead_of_going_on_by_half(
-    tmp_path, monkeypatch, wheels  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    wheels,  # noqa: F811
 ):
     """The same conflict onto a release whose cache.py differs: the conflict is replayed, but the
     resolution's change to cache.py was made on other text, so the patch stops there."""
@@ -129,8 +133,9 @@ def test_a_recorded_resolution_whose_other_file_moved_on_stops_instead_of_going_
         project.cli("pin", "9.11.0")
         res = project.cli("port", "start", "--base", OLD_NAME, "--to", "v9.11.0", expect=None)
         assert "stopped at 0002-add-mul.patch: conflict" in res.stderr
-        assert f"{CACHE}: conflict (the resolution recorded with this patch's conflicts changed this file too" in (
-            res.stderr
+        assert (
+            f"{CACHE}: conflict (the resolution recorded with this patch's conflicts changed this file too"
+            in (res.stderr)
         )
         tree = project.root / "build" / "port-v9.11.0"
         assert "def product(a, b):" in (tree / ARG_UTILS).read_text()  # the conflict itself is replayed
