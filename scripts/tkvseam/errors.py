@@ -27,7 +27,9 @@ Exit codes (also in README.md):
       and ``port continue``, or ``port skip``), or it went in but breaks the new
       base (stop kind ``breaks``: a changed .py does not compile, fails the base's
       style gate, or the patch's own tests fail at that prefix; fix and stage it,
-      then ``continue`` runs the gate again); ``port report`` that ran exits 0
+      then ``continue`` runs the gate again); a carry's stop before any patch (kind
+      ``environment``: stock vLLM does not start in the test venv; ``lock``: a pin the
+      index does not serve); ``--json`` says ``kind`` and ``patch``; ``port report`` that ran exits 0
       whatever it found (its JSON's ``summary.all_apply`` says whether every patch applies)
 ====  ==========================================================================
 """
@@ -54,18 +56,33 @@ class SeamError(Exception):
     """An error a user can act on.
 
     ``message`` says what went wrong (naming patch, file and line where known),
-    ``hint`` the next command to run, ``exit_code`` one of the codes above.
+    ``hint`` the next command to run, ``exit_code`` one of the codes above. ``kind`` names a
+    stop or a step for scripts (``--json``'s ``kind``: a port stop's ``conflict``, ``breaks``,
+    ``environment``; a carry step's ``lock``, ``seam-table``); ``patch`` the patch it is about.
     """
 
     exit_code = EXIT_FAILURE
     default_hint: str | None = None  # the next step when the raise site gives none
+    kind: str | None = None
+    patch: str | None = None
 
-    def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        exit_code: int | None = None,
+        kind: str | None = None,
+        patch: str | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint if hint is not None else self.default_hint
         if exit_code is not None:
             self.exit_code = exit_code
+        if kind is not None:
+            self.kind = kind
+        if patch is not None:
+            self.patch = patch
 
     def __str__(self) -> str:
         if self.hint:

@@ -56,6 +56,11 @@ def _wants_json(ctx: click.Context) -> bool:
     return bool(obj and obj.as_json) or "--json" in ctx.meta.get("tkv_seam.args", ())
 
 
+def _about(e: SeamError) -> dict:
+    """What an error says for scripts beside its text: its ``kind`` and ``patch``, when it has them."""
+    return {key: value for key, value in (("kind", e.kind), ("patch", e.patch)) if value}
+
+
 class SeamGroup(click.Group):
     """The top group: maps every error to ``Error:``/``next:``, one JSON object and an exit code, once."""
 
@@ -74,9 +79,9 @@ class SeamGroup(click.Group):
         try:
             return super().invoke(ctx)
         except PortStopped as e:  # an expected stop for the maintainer, not a failure: no "Error:"
-            self._fail(ctx, e.message, e.hint, e.exit_code, label="")
+            self._fail(ctx, e.message, e.hint, e.exit_code, label="", about=_about(e))
         except SeamError as e:
-            self._fail(ctx, e.message, e.hint, e.exit_code)
+            self._fail(ctx, e.message, e.hint, e.exit_code, about=_about(e))
         except OSError as e:
             if e.errno == errno.EPIPE:  # whoever read stdout is gone (`| head`): click exits 1, quietly
                 raise
@@ -96,16 +101,26 @@ class SeamGroup(click.Group):
             self._fail(ctx, f"internal error: {e!r}", "report it with the traceback above", EXIT_FAILURE)
 
     @staticmethod
-    def _json(ctx: click.Context, message: str, hint: str | None, code: int) -> None:
+    def _json(
+        ctx: click.Context, message: str, hint: str | None, code: int, about: dict | None = None
+    ) -> None:
         obj = ctx.find_object(Context)
         if _wants_json(ctx) and not (obj and obj.printed_json):
-            emit_json({"ok": False, "error": message, "hint": hint, "exit_code": code})
+            emit_json({"ok": False, "error": message, "hint": hint, "exit_code": code, **(about or {})})
 
     @classmethod
-    def _fail(cls, ctx: click.Context, message: str, hint: str | None, code: int, label: str = "Error: "):
+    def _fail(
+        cls,
+        ctx: click.Context,
+        message: str,
+        hint: str | None,
+        code: int,
+        label: str = "Error: ",
+        about: dict | None = None,
+    ):
         click.echo(f"{label}{message}" + (f"\n  next: {hint}" if hint else ""), err=True)
         hints.record(hint)
-        cls._json(ctx, message, hint, code)
+        cls._json(ctx, message, hint, code, about)
         raise click.exceptions.Exit(code)
 
 

@@ -63,6 +63,8 @@ CANARY_WHAT = "import vllm; a tiny model's engine config (EngineArgs.create_engi
 class EnvironmentStop(PortStopped):
     """The port stopped for the environment, not a patch (exit 12, kind ``environment``)."""
 
+    kind = "environment"
+
 
 @dataclass
 class Verdict:

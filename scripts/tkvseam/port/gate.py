@@ -142,9 +142,10 @@ class WentIn:
 class PatchBreaks(PortStopped):
     """The port stopped at a patch that went in but breaks the new base (exit 12, kind ``breaks``)."""
 
+    kind = "breaks"
+
     def __init__(self, message: str, hint: str, patch: str, problems: list[str]):
-        super().__init__(message, hint=hint)
-        self.patch = patch
+        super().__init__(message, hint=hint, patch=patch)
         self.problems = problems
 
 

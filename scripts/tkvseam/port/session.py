@@ -420,6 +420,8 @@ class PortSession:
                     hint=stop_hint(
                         self.to_base.name, self.path, self.journal.message_file, self.default_tree
                     ),
+                    kind=str(r.status),
+                    patch=patch.name,
                 )
         except PortStopped as e:
             if earlier:

@@ -219,7 +219,7 @@ def carry(
         raise no_source(base.name, FROM)
     result = CarryResult(base.name, source.name, steps=steps)
     for step in (_seam_table, _lock):
-        result.steps.append(step(root, bases_file, bases, base, source, cache, opts, progress))
+        result.steps.append(_step(step, root, bases_file, bases, base, source, cache, opts, progress))
         bases = load_bases(bases_file, root)  # what the step wrote (the .seam table: the gate's ruff)
         base = bases[base.name]
     session = PortSession(root, base, None, cache, progress, bases_file)
@@ -269,7 +269,7 @@ def _restop(e: PortStopped, session: PortSession, base: Base, steps: list[Step])
     if isinstance(e, EnvironmentStop):
         again = hints.make("carry", VERSION=base.version)
         return EnvironmentStop(message, hint=(e.hint or "").replace(session.command("continue"), again))
-    return PortStopped(message, hint=_stop_hint(session, base))
+    return PortStopped(message, hint=_stop_hint(session, base), kind=e.kind, patch=e.patch)
 
 
 def _refuse_another_plugin(base: Base, opts: Options, bases_file: Path) -> None:
@@ -335,7 +335,7 @@ def environment_stop(base: Base, said: str) -> PortStopped:
         )
     else:
         fix = f'fix the venv\'s rules (["{base.name}".seam.cpu] in bases.toml, docs/bases.md), then '
-    return PortStopped(
+    return EnvironmentStop(
         f"{base.name}: environment: stock vLLM {base.version} does not start in its test venv "
         f"{base.test_venv} (no patch is applied there): {said}",
         hint=f"{fix}{again}; or carry with the gate alone: {hints.make('carry', VERSION=base.version, PROVE=0)}",
@@ -351,6 +351,22 @@ def _stop_hint(session: PortSession, base: Base) -> str:
         f"to make carry), then `{again}` again (it continues the port); to leave the patch out: "
         f"`{hints.port('skip', base.name, REASON=WHY)}`, then `{again}`"
     )
+
+
+def _step(step, *args) -> Step:
+    """Run a carry step before the port; what it raises names the step (``kind``). A stop that
+    needs the user's decision (the lock's unserved pin: leave the package out, or give an index)
+    is the carry's stop (exit 12, no "Error:"), as the port's are; other failures keep their code."""
+    kind = StepName.LOCK.value if step is _lock else StepName.SEAM_TABLE.value
+    try:
+        return step(*args)
+    except PortStopped:
+        raise
+    except SeamError as e:
+        if e.kind == kind:  # the step's own stop
+            raise PortStopped(e.message, hint=e.hint, kind=kind) from e
+        e.kind = e.kind or kind
+        raise
 
 
 def _seam_table(root, bases_file, bases, base, source, cache, opts, progress) -> Step:

@@ -327,6 +327,7 @@ def unserved_error(
         hint=f"if the CPU tests need no {name} (a CUDA kernel library, say), leave it out of the lock: `"
         + hints.make("lock-cpu", BASE=base, EXCLUDE=name, WHY=why)
         + "` (recorded with its reason in bases.toml), or give an index that has it (--index-url)",
+        kind="lock",  # a decision for the user, not a failure: carry stops here (exit 12)
     )
 
 

@@ -70,6 +70,7 @@ def test_a_venv_in_which_stock_vllm_does_not_start_stops_as_the_environment_nami
         "(no patch is applied there): "
     )
     assert "No module named 'vllm'" in err["error"] and ".patch" not in err["error"]
+    assert err["kind"] == "environment" and "patch" not in err  # for scripts: no patch blamed
     assert err["hint"].endswith("or carry with the gate alone: make carry VERSION=9.10.0 PROVE=0")
     assert problems(err["hint"]) == []
     assert not (pcase.root / "build" / f"port-{NEW_NAME}").exists()  # no port started

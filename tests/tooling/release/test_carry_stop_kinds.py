@@ -1,0 +1,54 @@
+"""Every stop of a carry says its kind to scripts (``--json``'s ``kind``, and ``patch`` when a patch
+is its cause), not only in its text: the lock step's unserved pin (a decision for the user: exit
+12 as the port's stops, no ``Error:``), a patch's conflict. (The environment's stop: test_carry_prove.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ..fixtures.carry import carry, carry_project, wheels  # noqa: F401  (fixtures)
+from ..fixtures.carrying import NEW, NEW_NAME, make_wheels, wheel
+
+
+@pytest.fixture(scope="module")
+def unserved_wheels(tmp_path_factory):
+    """The fake release's wheels, but its vllm pins kernels-fake==0.7.3, which the index lacks."""
+    index, cpu = make_wheels(tmp_path_factory.mktemp("index"), tmp_path_factory.mktemp("cpu"))
+    for f in index.glob("vllm-*.whl"):
+        f.unlink()
+    wheel(index, "vllm", NEW, ["torch==9.2.0", "torchvision==2.0.0", "helper>=1", "kernels-fake==0.7.3"])
+    for version in ("0.7.2.post1", "0.7.4"):
+        wheel(index, "kernels-fake", version)
+    return index, cpu
+
+
+def test_a_pin_the_index_does_not_serve_is_the_carrys_lock_stop(carry_project, unserved_wheels):  # noqa: F811
+    res = carry(carry_project, unserved_wheels, "--json", expect=12)
+    out = json.loads(res.stdout)
+    assert out["kind"] == "lock" and "patch" not in out and out["exit_code"] == 12
+    assert "needs kernels-fake==0.7.3, which the index does not serve" in out["error"]
+    assert out["hint"].startswith("if the CPU tests need no kernels-fake")
+    assert "Error:" not in res.stderr  # a stop for the user, said as the port's are
+    assert not (carry_project.root / "build" / f"port-{NEW_NAME}").exists()  # no port started
+
+
+def test_lock_cpu_alone_says_the_kind_too_and_keeps_its_own_exit_code(carry_project, unserved_wheels):  # noqa: F811
+    index, cpu = unserved_wheels
+    carry(carry_project, unserved_wheels, expect=12)  # pins the release
+    args = ["lock-cpu", NEW_NAME, "--no-index", "--find-links", str(index), "--find-links", str(cpu)]
+    out = json.loads(carry_project.cli(*args, "--json", expect=1).stdout)
+    assert out["kind"] == "lock" and out["exit_code"] == 1
+
+
+def test_a_conflict_stop_names_its_kind_and_patch(carry_project, wheels):  # noqa: F811
+    out = json.loads(carry(carry_project, wheels, "--json", "--no-prove", expect=12).stdout)
+    assert out["kind"] == "conflict" and out["patch"].endswith(".patch"), out
+    assert f"stopped at {out['patch']}: conflict" in out["error"]
+
+
+def test_an_error_that_is_no_stop_has_no_kind(carry_project):  # noqa: F811
+    out = json.loads(carry_project.cli("carry", "not-a-version", "--json", expect=2).stdout)
+    assert "kind" not in out and "patch" not in out
