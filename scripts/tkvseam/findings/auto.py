@@ -51,23 +51,28 @@ class Auto:
 
 @dataclass(frozen=True)
 class Did:
-    """One step the port took by itself on a patch: its kind (``KINDS``), the file, what it did."""
+    """One step the port took by itself on a patch: its kind (``KINDS``), the file, what it did;
+    ``blob``, once the port stopped at the patch, the file's staged blob as the port left it (a
+    resolution that changed the file since makes the step history, not what went in)."""
 
     kind: str
     file: str
     text: str
+    blob: str = ""
 
     def line(self) -> str:
         return f"{self.kind}: {self.file}: {self.text}"
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "file": self.file, "text": self.text}
+        out = {"kind": self.kind, "file": self.file, "text": self.text}
+        return {**out, "blob": self.blob} if self.blob else out
 
     @classmethod
     def from_json(cls, data: object) -> Did | None:
         """A recorded step; None when it is not one (a record edited by hand)."""
         if isinstance(data, dict) and all(isinstance(data.get(k), str) for k in ("kind", "file", "text")):
-            return cls(data["kind"], data["file"], data["text"])
+            blob = data.get("blob")
+            return cls(data["kind"], data["file"], data["text"], blob if isinstance(blob, str) else "")
         return None
 
 

@@ -23,6 +23,7 @@ a committed patch whose files changed after it was gated (an amend, a rebase, a 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -39,7 +40,7 @@ from ..progress import Progress
 from ..queue.patch import Patch, PlacementKind
 from ..tree.seamtree import SeamTree
 from ..tree.state import DoneStatus, TreeState
-from .journal import PORT_MSG
+from .journal import PORT_MSG, stamp, still_so
 from ..findings.model import FileStatus, PatchReport, PatchStatus
 from .render import WHY, git_c, port_command
 
@@ -267,7 +268,11 @@ def check_patch(
     p = state.port
     n = p.next + 1
     session.progress.step(f"gate [{n}/{len(p.series)}] {patch.name} ({how}): compile + style")
-    did = list(r.did if r is not None else p.stopped.did if p.stopped is not None else [])
+    stopped_how = _went_in_before(state) if r is None else None
+    if r is not None:
+        did = list(r.did)
+    else:  # a resolution: a step on a file it changed since is said to be so
+        did = still_so(session.path, p.stopped.did if p.stopped is not None else [])
     problems = staged_problems(session, patch)
     if problems and getattr(session, "auto", Auto()).fix:
         fixed = _fix(session, patch)
@@ -291,6 +296,7 @@ def check_patch(
     if not problems:
         _record(session, patch.name, Entry(how, Gate.OK, proven, did, _gated_files(session.path, patch)))
         return
+    did = stamp(session.path, did)
     p.current = patch.name
     p.stopped = PatchReport(
         patch.name,
@@ -298,7 +304,7 @@ def check_patch(
         patch.header.summary,
         status=PatchStatus.BREAKS,
         own=r.own if r is not None else p.stopped.own if p.stopped is not None else PatchStatus.EXACT,
-        note=f"went in {how}; fails on {session.to_base.name}",
+        note=f"went in {stopped_how or how}; fails on {session.to_base.name}",
         problems=problems,
         did=did,
     )
@@ -307,7 +313,7 @@ def check_patch(
         atomic_write(msg, message if message is not None else patch.header.message)
     session.save(state)
     _record(session, patch.name, Entry(how, Gate.BREAKS, Proof.NOT_PROVEN, did))
-    message_text = breaks_message(session.to_base.name, patch.name, how, problems, did)
+    message_text = breaks_message(session.to_base.name, patch.name, how, problems, did, was=stopped_how)
     if prover is not None and prover.environment:  # said here, with the stop it came with
         message_text += (
             f"\n  not this patch's (the environment: they fail on stock too): {prover.environment}"
@@ -320,6 +326,23 @@ def _did(rows: list) -> list[Did]:
     return [d for d in (Did.from_json(x) for x in rows) if d is not None]
 
 
+_WENT_IN = re.compile(r"^went in (.+?); fails on ")
+
+
+def _went_in_before(state: TreeState) -> How | None:
+    """How the stopped patch went in when it stopped as ``breaks`` after going in by itself (a
+    continue then gates the port's placement, with the user's fix if any); None otherwise."""
+    stopped = state.port.stopped
+    if stopped is None or stopped.status != PatchStatus.BREAKS:
+        return None
+    m = _WENT_IN.match(stopped.note)
+    try:
+        how = How(m.group(1)) if m else None
+    except ValueError:
+        return None
+    return how if how != How.RESOLVED else None
+
+
 def breaks_message(
     to_name: str,
     name: str,
@@ -327,10 +350,17 @@ def breaks_message(
     problems: list[str],
     did: list[Did] | None = None,
     what: str = "",
+    was: How | None = None,
 ) -> str:
+    """``was``: how the patch went in by itself before an earlier breaks stop, when this is its
+    continue (what is staged is the port's placement, and the user's fix if any)."""
     if not what:
         tests = all(p.startswith("test ") for p in problems)
-        if how == How.RESOLVED:
+        if how == How.RESOLVED and was is not None:
+            what = f"it went in {was}; with what you staged since, it " + (
+                "passes the gate, but its own tests fail" if tests else "fails the gate"
+            )
+        elif how == How.RESOLVED:
             what = "the staged resolution " + (
                 "passes the gate, but its own tests fail" if tests else "fails the gate"
             )

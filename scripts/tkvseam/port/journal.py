@@ -19,6 +19,7 @@ The journal never decides what the port does next: ``session.PortSession`` does.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from .. import git, hints, layout
@@ -30,6 +31,7 @@ from ..queue.message import message_header
 from ..queue.patch import Patch, parse_text
 from ..tree.seamtree import SeamTree
 from ..tree.state import STATE, Committing, DonePatch, DoneStatus, Kind, PortProgress, TreeState
+from ..findings.auto import Did
 from ..findings.model import PatchReport
 from .render import git_c, port_command
 
@@ -183,6 +185,7 @@ class PortJournal:
     def stop(self, state: TreeState, patch: Patch, report: PatchReport) -> None:
         """The port stops at ``patch`` for a human: its report kept, its message ready to edit."""
         p = state.port
+        report.did = stamp(self.path, report.did)
         p.current, p.stopped = patch.name, report
         atomic_write(self.message_file, patch.header.message)
         self.save(state)
@@ -284,3 +287,19 @@ class PortJournal:
             ref = self.seam.keep_dropped(left, why)
             self.progress.warn(f"{len(left.dirty)} changed file(s) in {self.path} kept in {ref} before {why}")
             git.index.reset_clean(self.path, "HEAD")
+
+
+def stamp(tree: Path, did: list[Did]) -> list[Did]:
+    """The port's steps on a patch it stops at, each with its file's staged blob as the port left it."""
+    return [replace(d, blob=git.repo.blob_id(tree, "", d.file) or "") for d in did]
+
+
+def still_so(tree: Path, did: list[Did]) -> list[Did]:
+    """The steps of a stopped patch, as a resolution is continued: a step whose file the resolution
+    changed since says so (what went in is the resolution's, not only the step's)."""
+    return [
+        replace(d, text=f"{d.text} (then changed by the resolution)", blob="")
+        if d.blob and git.repo.blob_id(tree, "", d.file) != d.blob
+        else d
+        for d in did
+    ]

@@ -168,6 +168,20 @@ def test_a_fix_changing_the_program_stays_out_and_the_stop_lists_the_fixes(partl
     assert out["carried"]
     [row] = out["by_themselves"]
     assert row["how"] == "resolved" and len(row["did"]) == 3
+    # the steps were on the file the resolution then changed: said so, not claimed as they were
+    assert all(d.endswith("(then changed by the resolution)") for d in row["did"]), row["did"]
+
+
+def test_the_steps_on_a_file_a_resolution_left_alone_are_listed_as_they_were(partly_fixable_case, wheels):  # noqa: F811
+    carry(partly_fixable_case, wheels, expect=12)
+    tree = partly_fixable_case.root / "build" / f"port-{NEW_NAME}"
+    # the resolution fixes what is left in a way that keeps the staged file as the port left it
+    (tree / "pyproject.toml").write_text('[tool.ruff.lint]\nextend-ignore = ["PLC0414"]\n')
+    git.core.run(tree, "add", "pyproject.toml")
+    out = carry(partly_fixable_case, wheels, "--json", expect=None)
+    rows = json.loads(out.stdout).get("by_themselves") or []
+    assert rows, out.stderr
+    assert not any("then changed" in d for row in rows for d in row["did"])
 
 
 def test_without_the_fixers_the_stop_says_what_ruff_format_would_change(fix_case, wheels):  # noqa: F811

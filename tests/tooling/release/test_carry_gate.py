@@ -75,6 +75,13 @@ def test_a_patch_using_a_name_the_new_base_lost_stops_the_port_there_until_fixed
     again = carry(gate_project, wheels, expect=12).stderr
     assert "stopped at 0003-use-mul.patch: breaks" in again and "F821 Undefined name `mul`" in again
     assert git.repo.head(tree) == head
+    first_how = stop.split("(it went in ", 1)[1].split(",", 1)[0]  # the port placed it, no human
+    assert f"(it went in {first_how}; with what you staged since, it fails the gate" in again
+    assert "staged resolution" not in again
+    assert (
+        f"(it went in {first_how}; with what you staged since"
+        in carry(gate_project, wheels, expect=12).stderr
+    )
 
     fix_square(tree)
     out = json.loads(carry(gate_project, wheels, "--json").stdout)
