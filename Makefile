@@ -294,8 +294,8 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	  echo "make port: got VERB='$$TKV_PORT_VERB'" >&2; \
 	  $(call usage,usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON=<why>] [VERDICT=<verdict>]);; esac; \
 	  exec $(call sh,$(TOOL)) port "$$TKV_PORT_VERB" $${TKV_PORT_TO:+--to "$$TKV_PORT_TO"} $(if $(value JSON),--json,);; esac; \
-	if [ -z "$$TKV_PORT_TO" ]; then $(call usage,usage: make port VERB=<verb> TO=<base>); fi; \
-	set -- port "$$TKV_PORT_VERB" --to "$$TKV_PORT_TO"; \
+	if [ -z "$$TKV_PORT_TO" ] && [ "$$TKV_PORT_VERB" != status ]; then $(call usage,usage: make port VERB=<verb> TO=<base>   (VERB=status alone: every port in progress)); fi; \
+	set -- port "$$TKV_PORT_VERB" $${TKV_PORT_TO:+--to "$$TKV_PORT_TO"}; \
 	case "$$TKV_PORT_VERB" in report|start) [ -z "$$TKV_PORT_BASE" ] || set -- "$$@" --base "$$TKV_PORT_BASE";; esac; \
 	if [ -n "$$TKV_PORT_TREE" ]; then set -- "$$@" --tree "$$TKV_PORT_TREE"; fi; \
 	if [ -n "$$TKV_PORT_REASON" ]; then set -- "$$@" --reason "$$TKV_PORT_REASON"; fi; \

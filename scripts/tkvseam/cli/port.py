@@ -12,6 +12,7 @@ import os
 import click
 
 from .. import hints, layout
+from ..errors import SeamError, UsageError
 from .options import Context, absolute, emit, force_option, json_option, pass_ctx
 
 from_option = click.option(
@@ -69,8 +70,6 @@ class VerbGroup(click.Group):
     def resolve_command(self, ctx: click.Context, args: list[str]):
         verb = args[0] if args else ""
         if verb and not verb.startswith("-") and verb not in self.commands:
-            from ..errors import UsageError
-
             meant = hints.close(verb, self.commands)
             to = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--to"), "<base>")
             raise UsageError(
@@ -92,7 +91,7 @@ def port():
                              author; edit Verdict/Reason in .git/tkv-seam-port-msg or pass
                              --verdict/--reason), go on
     port skip --to B --reason WHY [--verdict obsolete|dropped]
-    port status --to B       done, stopped, todo
+    port status [--to B]     done, stopped, todo (no --to: every port in progress)
     port abort --to B        remove the port tree, keeping all of it in build/dropped/*.bundle
     port finish --to B [--force]   write B's queue and PORT.md, lint them
 
@@ -244,15 +243,21 @@ def port_abort(ctx: Context, to_name, tree, as_json):
 
 
 @port.command("status")
-@to_option
+@click.option("--to", "to_name", help="The newer base the port is onto (default: every port in progress).")
 @tree_option
 @json_option
 @pass_ctx
 def port_status(ctx: Context, to_name, tree, as_json):
-    """Where the port stands: done, stopped (and its unmerged files), todo, and the next command."""
+    """Where the port stands: done, stopped (and its unmerged files), todo, and the next command.
+    Without --to: every port in progress in build/."""
     from ..fsutil import lexists
     from ..port.render import NoPort, PortStatus
 
+    if to_name is None:
+        if tree:
+            raise UsageError("--tree names one port's tree: give its --to too", hint="make port VERB=status")
+        emit(_all_ports(ctx))
+        return
     session = _session(ctx, to_name, tree, "status")
     if not lexists(session.path):  # no port tree: none in progress (a tree of another kind is refused)
         queue = session.to_base.queue.series
@@ -267,6 +272,29 @@ def port_status(ctx: Context, to_name, tree, as_json):
     next_step = session.next_step(state, unmerged)
     hints.record(next_step)
     emit(PortStatus(session.path, state, unmerged, next_step))
+
+
+def _all_ports(ctx: Context):
+    """Every ``build/port-<to>`` of a pinned base, as its ``port status`` says it."""
+    from ..bases.pins import load_bases
+    from ..port.render import PortStatus, Ports
+
+    bases = load_bases(ctx.bases_file, ctx.root)
+    found, unreadable = [], {}
+    for to_name in sorted(bases):
+        path = layout.port_tree(ctx.root, to_name)
+        if not path.is_dir() or path.is_symlink():
+            continue
+        try:
+            session = _session(ctx, to_name, None, "status")
+            state = session.status()
+            unmerged = session.unmerged() if state.port.current else []
+            found.append(PortStatus(session.path, state, unmerged, session.next_step(state, unmerged)))
+        except SeamError as e:
+            unreadable[layout.shown(path, ctx.root)] = e.message.splitlines()[0]
+    none_next = "make watch   (a release newer than the carried bases?), then make carry VERSION=<version>"
+    hints.record(found[-1].next_step if found else none_next)
+    return Ports(found, unreadable, none_next)
 
 
 @port.command("finish")

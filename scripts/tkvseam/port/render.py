@@ -318,6 +318,33 @@ class PortStatus(Answer):
 
 
 @dataclass
+class Ports(Answer):
+    """``port status`` without ``--to``: every port in progress (``build/port-<to>``), each as its own
+    ``port status`` says it, or that there is none and what to run instead (exit 0 either way)."""
+
+    ports: list[PortStatus]
+    unreadable: dict[str, str] = field(default_factory=dict)  # tree -> why its state could not be read
+    none_next: str = ""
+
+    def lines(self) -> list[str]:
+        if not self.ports and not self.unreadable:
+            return ["no port in progress (no build/port-<base>)", f"  next: {self.none_next}"]
+        out = []
+        for p in self.ports:
+            out += p.lines()
+        for tree, why in self.unreadable.items():
+            out.append(f"{tree}: not a port tree this tool can read: {why}")
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "ports": [p.to_json() for p in self.ports],
+            "unreadable": self.unreadable,
+            **({"next_step": self.none_next} if not self.ports else {}),
+        }
+
+
+@dataclass
 class NoPort(Answer):
     """``port status`` where no port tree is: no port in progress, which is an answer, not an
     error (exit 0, as ``git status`` or ``quilt applied`` say "none"); ``--json``: ``port: none``."""

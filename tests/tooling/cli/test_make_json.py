@@ -101,7 +101,7 @@ USAGE = {
     "carry without VERSION": ("carry", []),
     "port without VERB": ("port", [f"TO=v{NEXT_VERSION}"]),
     "port with an unknown VERB": ("port", ["VERB=bogus", f"TO=v{NEXT_VERSION}"]),
-    "port without TO": ("port", ["VERB=status"]),
+    "port without TO": ("port", ["VERB=start"]),
     "port with an old variable": ("port", ["STATUS=1", f"TO=v{NEXT_VERSION}"]),
 }
 
@@ -159,3 +159,11 @@ def test_a_malformed_base_under_json_is_one_object(target, base, project, tmp_pa
         "hint": ".venv/bin/tkv-seam bases",
     } and data["error"].startswith("BASE is not a base name")
     assert f"BASE='{base}' is not a base name" in proc.stderr
+
+
+def test_port_status_without_to_says_every_port_in_progress_none_here(project, tmp_path):
+    """`make port VERB=status` alone is an answer (exit 0), as `git status` is: no port here."""
+    proc = make_json(project, tmp_path, "port", "VERB=status")
+    assert proc.returncode == 0, proc.stderr
+    data = one_object("port", proc)
+    assert data["ok"] is True and data["ports"] == [] and data["next_step"].startswith("make watch")

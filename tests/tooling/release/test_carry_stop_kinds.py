@@ -52,3 +52,13 @@ def test_a_conflict_stop_names_its_kind_and_patch(carry_project, wheels):  # noq
 def test_an_error_that_is_no_stop_has_no_kind(carry_project):  # noqa: F811
     out = json.loads(carry_project.cli("carry", "not-a-version", "--json", expect=2).stdout)
     assert "kind" not in out and "patch" not in out
+
+
+def test_port_status_without_to_lists_the_port_in_progress_with_its_next_step(carry_project, wheels):  # noqa: F811
+    assert "no port in progress" in carry_project.cli("port", "status").output
+    carry(carry_project, wheels, "--no-prove", expect=12)
+    out = json.loads(carry_project.cli("port", "status", "--json").stdout)
+    [port] = out["ports"]
+    assert port["to_base"] == NEW_NAME and port["current"].endswith(".patch") and port["next_step"]
+    text = carry_project.cli("port", "status").output
+    assert f"port-{NEW_NAME}" in text and port["current"] in text and "next: " in text
