@@ -300,6 +300,13 @@ class BisectLane:
                 f"compile, style: prefixes {', '.join(map(str, self.static_cached))} passed before "
                 "with the same inputs (cached)"
             )
+        for k in sorted(self.only or ()):
+            if 1 <= k <= len(r.patches) and not self._nodes(r, k):
+                name = r.patches[k - 1].name
+                lines.append(
+                    f"{name}: no Tests: or Guard: in its header, so no test to bisect (its prefix was "
+                    "compiled and style-checked only)"
+                )
         lines.append(f"bisect: {len(rows) - len(bad)} passed, {len(bad)} failed")
         ok = not bad and not self.problems and not self.style
         data = {

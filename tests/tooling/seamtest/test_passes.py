@@ -349,3 +349,28 @@ def test_times_says_a_lane_row_is_its_jobs_summed_time():
     assert "819.7" in said[1] and "sum of its jobs' seconds" in said[-1]
     single = dict(row, name="image")
     assert len(Times([single]).lines()) == 2  # no lane row: no note
+
+
+def test_bisecting_a_patch_without_tests_says_so_instead_of_nothing(built, monkeypatch):
+    """`make bisect PATCH=<a doc patch>` ran no test and said only "0 passed, 0 failed"."""
+    from tkvseam import git
+
+    from ..fixtures.queue import message
+
+    readme = built.tree / "README.md"
+    readme.write_text(readme.read_text() + "docs\n")
+    doc = message("doc-note").replace("Tests: tests/test_math.py::test_add\n", "")
+    git.index.commit(built.tree, doc, "Seam Dev <dev@example.invalid>", paths=["README.md"])
+    built.refresh()
+    r = open_runner(built)
+    monkeypatch.setattr(r, "run_job", fake_pytest(r, []), raising=False)
+    monkeypatch.setattr(r, "slot_python", lambda i: Path(sys.executable), raising=False)
+    monkeypatch.setattr(r, "install", lambda slot, commit: None, raising=False)
+    [rep] = run_lanes(r, [BisectLane(only={4})])
+    assert (
+        rep.ok
+        and "0004-doc-note.patch: no Tests: or Guard: in its header, so no test to bisect"
+        in "\n".join(rep.lines)
+    )
+    [rep] = run_lanes(r, [BisectLane(only={3})])
+    assert not any("no Tests:" in line for line in rep.lines)
