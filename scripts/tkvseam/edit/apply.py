@@ -105,7 +105,13 @@ def keep_superseded(
     project = git.index.toplevel(root)
     texts, _ = export_texts(seam.path, state.base_commit)
     if project is not None and all(git.index.holds_blob(project, t.encode()) for t in texts.values()):
-        return []  # each is in the project's git (a commit, the index, a stash): nothing to lose
+        # each is in the project's git (a commit, the index, a stash): nothing to lose; said
+        progress.warn(
+            f"{base.queue.patches}/ or {base.queue.series} changed since {seam.path} was applied or refreshed; "
+            f"its {len(texts)} commit(s) are in the project's git as patch files already (`git log -p -- "
+            f"{base.queue.patches}`), so the tree is made anew from the queue without keeping them in a ref"
+        )
+        return []
     ref = seam.keep_dropped(UserWork(seam.path), "apply (the queue changed since the tree was applied)")
     progress.warn(
         f"{base.queue.patches}/ or {base.queue.series} changed since {seam.path} was applied or refreshed, "

@@ -106,7 +106,8 @@ def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Prog
                 f"{base.queue.patches}/ or {base.queue.series} changed since the tree was applied; "
                 f"refresh would overwrite those edits{':' if named else ''}{named}",
                 hint=f"keep the patch edits: `{hints.rerun('apply', root, base.name, tree)}` (the tree made anew "
-                f"from them; its commits kept in a ref, named); keep the tree commits: "
+                f"from them; its commits kept in a ref, named, unless the project's git holds each as a patch "
+                f"file already); keep the tree commits: "
                 f"`{hints.rerun('refresh', root, base.name, tree, force=True)}` (backs up the patch files first)",
             )
         keep = seam.back_up(queue_snapshot(root, base.queue))

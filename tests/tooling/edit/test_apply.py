@@ -380,9 +380,15 @@ def test_a_changed_queue_whose_old_patches_the_project_git_holds_keeps_no_ref(pr
     git.core.run(project.root, *identity, "commit", "-qm", "the queue")
     patch = project.root / "patches/0002-add-mul.patch"
     patch.write_text(patch.read_text().replace("return a * b", "return b * a"))  # as a pull would
-    out = json.loads(project.apply("--json").stdout)
+    res = project.apply("--json")
+    out = json.loads(res.stdout)
     assert out["dropped"] == [] and not git.repo.refs(project.tree, "refs/tkv-seam/dropped/")
     assert "return b * a" in (project.tree / "vllm/engine/arg_utils.py").read_text()
+    # said, not silent: the user knows where the replaced commits are (the refresh hint says so too)
+    assert (
+        "in the project's git as patch files already" in res.stderr
+        and "without keeping them in a ref" in (res.stderr)
+    )
 
 
 def test_apply_over_commits_says_refresh_keeps_them_and_over_edits_says_commit_them(project):
