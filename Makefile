@@ -308,7 +308,8 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 
 # DIFF and BASE reach `drift --diff` through the environment; without BASE= every pair of bases.
 drift: venv ## Per patch, each base against the previous one (the matrix); DIFF=<slug> [BASE=]: that patch's range-diff | DIFF=<slug> BASE=<base> JSON=1
-	$(call sh,$(TOOL)) drift $(if $(value JSON),--json,)
+	@$(say) $(call sh,$(TOOL)) "drift$${DIFF:+ --diff '$$DIFF'}$${DIFF:+$${BASE:+ --base '$$BASE'}}$(if $(value JSON), --json,)" >&2; \
+	exec $(call sh,$(TOOL)) drift $(if $(value JSON),--json,)
 
 pin: export TKV_PIN_VERSION := $(value VERSION)
 pin: venv ## Pin a vLLM release in bases.toml from its verified sdist (make pin VERSION=0.34.0) | VERSION=<version>

@@ -102,6 +102,11 @@ def test_a_patch_of_bisect_and_a_diff_of_drift_are_text(make_seen, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert got == ["drift", "--json"] and env["DIFF"] == hostile(mark)
     assert not mark.exists()
+    # the line make says is the one that runs: DIFF and BASE in it (they reach the tool as env)
+    proc, got, env = make_seen("drift", f"DIFF={hostile(mark)}", "BASE=v0.34.0")
+    assert proc.returncode == 0, proc.stderr
+    assert f"drift --diff '{hostile(mark)}' --base 'v0.34.0'" in proc.stderr and env["BASE"] == "v0.34.0"
+    assert not mark.exists()
 
 
 @pytest.mark.parametrize(
