@@ -152,12 +152,40 @@ emit(dtype_only=attempt(dtype_only), cli=attempt(cli_spelling), cpu=attempt(cpu_
 """
 )
 
+# Both planning scripts build the tiny model's attention layers the same way.
+MODEL_LAYERS = """
+def model_layers(config, backend):
+    \"\"\"The tiny model's attention layers by name, built with `backend`, and their KV
+    specs (Attention.get_kv_cache_spec, with the plugin's customize_spec).\"\"\"
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.layers.attention.attention import Attention
+
+    model_config, parallel_config = config.model_config, config.parallel_config
+    head_size = model_config.get_head_size()
+    with set_current_vllm_config(config):
+        built = {
+            f"model.layers.{i}.self_attn.attn": Attention(
+                model_config.get_num_attention_heads(parallel_config),
+                head_size,
+                head_size**-0.5,
+                num_kv_heads=model_config.get_num_kv_heads(parallel_config),
+                cache_config=config.cache_config,
+                prefix=f"model.layers.{i}.self_attn.attn",
+                attn_backend=backend,
+            )
+            for i in range(model_config.get_num_layers(parallel_config))
+        }
+        return built, {name: layer.get_kv_cache_spec(config) for name, layer in built.items()}
+"""
+
 # The tiny model's attention layers are built with the backend the config names,
 # their KV specs taken (Attention.get_kv_cache_spec, with the plugin's
 # customize_spec), the KV layout resolved from the backends as the engine core does,
 # and the layers planned: as they are, mixed-bit (fused by the plugin's merge), as
 # an equal-byte unfused control, and with the fused spec's layer count ignored.
-PLANNING = """
+PLANNING = (
+    MODEL_LAYERS
+    + """
 import dataclasses
 import json
 import sys
@@ -194,20 +222,8 @@ model_config, parallel_config = config.model_config, config.parallel_config
 num_kv_heads = model_config.get_num_kv_heads(parallel_config)
 head_size = model_config.get_head_size()
 block_size = config.cache_config.block_size
-with set_current_vllm_config(config):
-    layers = [
-        Attention(
-            model_config.get_num_attention_heads(parallel_config),
-            head_size,
-            head_size**-0.5,
-            num_kv_heads=num_kv_heads,
-            cache_config=config.cache_config,
-            prefix=f"model.layers.{i}.self_attn.attn",
-            attn_backend=backend,
-        )
-        for i in range(model_config.get_num_layers(parallel_config))
-    ]
-    layer_specs = {layer.layer_name: layer.get_kv_cache_spec(config) for layer in layers}
+layers_by_name, layer_specs = model_layers(config, backend)
+layers = list(layers_by_name.values())
 names = list(layer_specs)
 specs = list(layer_specs.values())
 
@@ -449,6 +465,7 @@ except Exception as e:
     hybrid["uniform_skipped_last"] = dict(raised=type(e).__name__, message=str(e))
 emit(spec=spec, uniform=uniform, fused=fused, pp=pp, hybrid=hybrid)
 """
+)
 
 BYPASS = """
 from vllm.plugins import load_general_plugins
@@ -494,7 +511,9 @@ emit(
 # per token (num_heads 1). Planned with the stock layer first and last, each layer's cache as
 # the worker allocates it, and whether the plugin's own bypass view (`fused_views`, after the
 # impl's squeeze of a [B, 1, N, C] view) accepts each of its layers' caches.
-BYPASS_PLANNING = """
+BYPASS_PLANNING = (
+    MODEL_LAYERS
+    + """
 import importlib
 import inspect
 import sys
@@ -516,20 +535,7 @@ config = EngineArgs(
 backend = config.attention_config.backend.get_class()
 model_config, parallel_config = config.model_config, config.parallel_config
 num_kv_heads, head_size = model_config.get_num_kv_heads(parallel_config), model_config.get_head_size()
-with set_current_vllm_config(config):
-    layers = {
-        f"model.layers.{i}.self_attn.attn": Attention(
-            model_config.get_num_attention_heads(parallel_config),
-            head_size,
-            head_size**-0.5,
-            num_kv_heads=num_kv_heads,
-            cache_config=config.cache_config,
-            prefix=f"model.layers.{i}.self_attn.attn",
-            attn_backend=backend,
-        )
-        for i in range(model_config.get_num_layers(parallel_config))
-    }
-    plugin_specs = {name: layer.get_kv_cache_spec(config) for name, layer in layers.items()}
+layers, plugin_specs = model_layers(config, backend)
 names = list(layers)
 spec = plugin_specs[names[0]]
 stock = FullAttentionSpec(
@@ -579,6 +585,7 @@ emit(
     stock_last=plan(names[-1]),
 )
 """
+)
 
 # turbo-attn's recent ring predicts the KV cache groups before vLLM forms them, with
 # `from vllm.v1.core.kv_cache_utils import get_kv_cache_groups` (tkv/integrations/vllm/
