@@ -72,6 +72,8 @@ UV      := $(VENV)/bin/uv
 TOOL    := $(VENV)/bin/tkv-seam
 FORCE_FLAG := $(if $(filter 1,$(FORCE)),--force,)
 export UV_CACHE_DIR ?= $(HOME)/.cache/uv
+# the command being run, for a hint that repeats it with what was meant (a mistyped BASE)
+export TKV_SEAM_MAKE_GOAL := $(firstword $(MAKECMDGOALS))
 
 .DEFAULT_GOAL := help
 
@@ -132,8 +134,9 @@ venv-vllm: venv $(LOCK) ## Test venv of BASE (.venv-vllm-BASE): that vLLM releas
 	exec $(call sh,$(TOOL)) "$$@" $(to_err)
 
 # A base without its lock yet: say which command makes it (instead of make's "No rule to make target").
-ci/lock-cpu-%.txt:
-	@echo "make: no $@: make lock-cpu BASE=$*   (resolves vLLM $* with this machine's CPU torch)" >&2; exit 2
+ci/lock-cpu-%.txt: venv
+	@$(call sh,$(TOOL)) bases $(call sh,$*) >/dev/null || exit 2; \
+	echo "make: no $@: make lock-cpu BASE=$*   (resolves vLLM $* with this machine's CPU torch)" >&2; exit 2
 
 # The values a user gives (EXCLUDE_NEWER, PLUGIN; VERSION of pin, SINCE of watch, PATCH of bisect)
 # reach the tool through the environment, taken with $(value), as for carry and port: make expands

@@ -40,6 +40,37 @@ def make(target: str, **variables: object) -> str:
     return " ".join(words)
 
 
+def make_again(**override: object) -> str | None:
+    """The make command being run, as the user typed it, with ``override`` put in (``BASE=`` the
+    base a mistyped one most likely is): the goal the Makefile exports (``TKV_SEAM_MAKE_GOAL``)
+    and the variables given on make's command line (``MAKEFLAGS`` after ``--``). None outside make."""
+    goal = os.environ.get("TKV_SEAM_MAKE_GOAL", "").strip()
+    if not goal:
+        return None
+    flags = os.environ.get("MAKEFLAGS", "")
+    given: dict[str, str] = {}
+    if " -- " in f" {flags}":
+        words = re.split(r"(?<!\\) ", f" {flags}".split(" -- ", 1)[1].strip())
+        for word in reversed(words):  # make lists them last first
+            name, eq, value = word.replace("\\ ", " ").partition("=")
+            if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and name not in ("VENV", "TOOL"):
+                given[name] = value
+    given.update({k: str(v) for k, v in override.items()})
+    return make(goal, **given)
+
+
+def tool_again(wrong: str, right: str) -> str | None:
+    """The tool command being run, as given, with the value ``wrong`` replaced by ``right``
+    (outside make); None when no command line is known or it does not hold ``wrong``."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    args = list(ctx.find_root().meta.get("tkv_seam.args", ())) if ctx else []
+    if wrong not in args:
+        return None
+    return tool(*(right if a == wrong else a for a in args))
+
+
 def tool(*args: object) -> str:
     """``.venv/bin/tkv-seam <args>`` (for what no make target or variable takes, e.g. ``--tree``)."""
     return shell(TOOL, *args)

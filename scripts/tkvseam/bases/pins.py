@@ -428,17 +428,27 @@ def _check_queues(bases: dict[str, Base], path: Path, root: Path) -> None:
 
 
 def get_base(
-    bases: dict[str, Base], name: str, hint: str = "make apply BASE={}", avoid: str | None = None
+    bases: dict[str, Base],
+    name: str,
+    hint: str = "make apply BASE={}",
+    avoid: str | None = None,
+    again: bool = False,
 ) -> Base:
     """The base ``name``; a usage error listing the known ones (``hint``: the command, ``{}`` a
-    known name other than ``avoid``)."""
+    known name other than ``avoid``). Under make, a name close to a known one (and the default
+    hint, or ``again``) hints the command being run with ``BASE=`` that one."""
     if name not in bases:
         known = ", ".join(sorted(bases)) or "none"
         candidates = [b for b in sorted(bases) if b != avoid] or ["<name>"]
         meant = [b for b in hints.close(name, bases) if b != avoid]
+        chosen = (meant or candidates)[0]
+        # under make: the command the user ran, with that base (not another command's)
+        retry = None
+        if meant and (again or hint == "make apply BASE={}"):
+            retry = hints.make_again(BASE=chosen) or hints.tool_again(name, chosen)
         raise UsageError(
             f"unknown base {name!r}; known bases: {known}{hints.did_you_mean(meant)}",
-            hint=hint.format((meant or candidates)[0]),
+            hint=retry or hint.format(chosen),
         )
     return bases[name]
 

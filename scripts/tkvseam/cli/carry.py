@@ -118,7 +118,9 @@ def lock_cpu(
     from ..release.cpulock import lock_cpu as do_lock
 
     bases = load_bases(ctx.bases_file, ctx.root)
-    base = ctx.base(base_name, hint="make pin VERSION=<version>   (then make lock-cpu BASE=v<version>)")
+    base = ctx.base(
+        base_name, hint="make pin VERSION=<version>   (then make lock-cpu BASE=v<version>)", again=True
+    )
     if why is not None and not exclude:
         raise UsageError("--why is the reason of an --exclude; give the package too", hint="make help")
     reason = " ".join((why or "").split()) or "given to lock-cpu --exclude"  # a blank why too

@@ -36,9 +36,12 @@ class Context:
         self.printed_json = False  # one JSON object per run: set once one is printed
         self.fresh = False  # --fresh / FRESH=1: run every lane step, recorded passes or not
 
-    def base(self, name: str, hint: str = "make apply BASE={}", avoid: str | None = None):
-        """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name."""
-        return get_base(load_bases(self.bases_file, self.root), name, hint, avoid)
+    def base(
+        self, name: str, hint: str = "make apply BASE={}", avoid: str | None = None, again: bool = False
+    ):
+        """The known base ``name``; a usage error (exit 2) whose hint is ``hint`` with a known name
+        (``again``: under make, the command being run with the name meant, when one is close)."""
+        return get_base(load_bases(self.bases_file, self.root), name, hint, avoid, again)
 
     def venv_python(self, python: Path | None, base: str) -> Path:
         """``--python`` made absolute, else the python of the base's test venv (``.venv-vllm-<base>``)."""

@@ -23,13 +23,17 @@ git_option = click.option(
 
 
 @click.command()
+@click.argument("name", required=False)
 @pass_ctx
 @json_option
-def bases(ctx: Context, as_json):
-    """List the known bases and their pins."""
+def bases(ctx: Context, name, as_json):
+    """List the known bases and their pins (NAME: that one; an unknown name is a usage error)."""
     from ..bases.pins import KnownBases, load_bases
 
-    emit(KnownBases(load_bases(ctx.bases_file, ctx.root)))
+    known = load_bases(ctx.bases_file, ctx.root)
+    if name is not None:
+        known = {name: ctx.base(name)}
+    emit(KnownBases(known))
 
 
 @click.command()

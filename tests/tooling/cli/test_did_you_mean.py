@@ -40,7 +40,16 @@ def test_close_names_what_a_typo_meant(typed, known, meant):
 
 def test_a_mistyped_base_names_the_close_one(project):
     err = project.cli("apply", "--base", "v9.9", expect=2).stderr
-    assert f"did you mean '{NAME}'?" in err and f"next: make apply BASE={NAME}\n" in err
+    assert f"did you mean '{NAME}'?" in err
+    # the tool's own command line again, with the base meant (under make: the make command, below)
+    assert err.split("next: ", 1)[1].startswith(".venv/bin/tkv-seam ") and f"apply --base {NAME}\n" in err
+
+
+def test_under_make_a_mistyped_base_hints_the_same_make_command(project, monkeypatch):
+    monkeypatch.setenv("TKV_SEAM_MAKE_GOAL", "bisect")
+    monkeypatch.setenv("MAKEFLAGS", r" -- WHY=a\ b PATCH=5 BASE=v9.9")
+    err = project.cli("lint", "--base", "v9.9", expect=2).stderr
+    assert f"next: make bisect BASE={NAME} PATCH=5 WHY='a b'\n" in err
 
 
 def test_drift_names_the_close_slug_and_base(project, releases):

@@ -120,6 +120,7 @@ def test_make_help_lists_the_variables_each_target_takes():
     }
     internal |= {
         "MAKEFILE_LIST",
+        "MAKECMDGOALS",
         "MAKE",
         "HOME",
         "PORT_VERBS",
