@@ -541,7 +541,7 @@ def _run_lanes(r: Runner, lanes: list[Lane]) -> list[LaneReport]:
                 f"{lane.name}: nothing recorded: {', '.join(changed)} changed while the lanes ran "
                 "(the next run runs them again)",
             )
-        if r.passes is not None:
-            r.passes.time(f"lane-{lane.name}", seconds, cached=bool(jobs) and not ran, ok=report.ok)
+        if r.passes is not None and jobs:  # a lane with no job (a patch without tests) measured nothing
+            r.passes.time(f"lane-{lane.name}", seconds, cached=not ran, ok=report.ok)
         reports.append(report)
     return reports

@@ -374,3 +374,8 @@ def test_bisecting_a_patch_without_tests_says_so_instead_of_nothing(built, monke
     )
     [rep] = run_lanes(r, [BisectLane(only={3})])
     assert not any("no Tests:" in line for line in rep.lines)
+    timings = r.passes.dir / "timings.jsonl"
+    before = timings.read_text()
+    assert '"lane-bisect"' in before
+    run_lanes(r, [BisectLane(only={4})])  # no job: `make times` keeps the last real measurement
+    assert timings.read_text() == before
