@@ -48,12 +48,12 @@ class PortReported(Answer):
     files: ReportFiles
 
     def lines(self) -> list[str]:
+        # the per-hunk verdict table is report.md's (and --json's): the terminal gets the list only
         return [
             *render.report_lines(self.reports),
-            "\n" + render.verdict_table(self.reports, self.from_name, self.to_name),
             render.summary_line(self.reports, self.from_name, self.to_name),
-            f"report kept in {layout.shown(self.files.markdown, self.root)} and "
-            f"{layout.shown(self.files.json, self.root)}",
+            f"report kept in {layout.shown(self.files.markdown, self.root)} (with the per-hunk verdict "
+            f"table) and {layout.shown(self.files.json, self.root)}",
         ]
 
     def to_json(self) -> dict:

@@ -128,11 +128,12 @@ def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
     assert lines[0].split() == ["conflict", "0001-add-mul.patch"]
     assert "blocked            0002-use-mul.patch  blocked by 0001" in out
     assert "vllm/config/cache.py: 3-way" in out and ": offset +120" in out
-    assert "| file / hunk | what it does | verdict | reason | evidence |" in out
+    # the per-hunk table is report.md's: the terminal does not print the same patches twice
+    assert "| file / hunk | what it does | verdict | reason | evidence |" not in out
     assert lines[-2].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply:")
-    assert (
-        lines[-1]
-        == f"report kept in build/port-report-{NEXT}/report.md and build/port-report-{NEXT}/report.json"
+    assert lines[-1] == (
+        f"report kept in build/port-report-{NEXT}/report.md (with the per-hunk verdict table) and "
+        f"build/port-report-{NEXT}/report.json"
     )
 
 

@@ -13,7 +13,8 @@ def test_report_keeps_its_report_beside_the_port_tree_and_says_where(pproject):
     out = pproject.root / "build" / f"port-report-{NEXT}"
     res = port(pproject, "report")
     assert res.output.rstrip().endswith(
-        f"report kept in build/port-report-{NEXT}/report.md and build/port-report-{NEXT}/report.json"
+        f"report kept in build/port-report-{NEXT}/report.md (with the per-hunk verdict table) and "
+        f"build/port-report-{NEXT}/report.json"
     )
     md = (out / "report.md").read_text()
     assert "| file / hunk | what it does | verdict | reason | evidence |" in md  # the draft verdict table
