@@ -134,7 +134,7 @@ venv-vllm: venv $(LOCK) ## Test venv of BASE (.venv-vllm-BASE): that vLLM releas
 	exec $(call sh,$(TOOL)) "$$@" $(to_err)
 
 # A base without its lock yet: say which command makes it (instead of make's "No rule to make target").
-ci/lock-cpu-%.txt: venv
+ci/lock-cpu-%.txt: | venv
 	@$(call sh,$(TOOL)) bases $(call sh,$*) >/dev/null || exit 2; \
 	echo "make: no $@: make lock-cpu BASE=$*   (resolves vLLM $* with this machine's CPU torch)" >&2; exit 2
 

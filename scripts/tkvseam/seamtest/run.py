@@ -83,10 +83,12 @@ def _no_such_patch(runner: Runner, want: str) -> UsageError:
     names = ", ".join(p.name for p in runner.patches)
     slugs = [p.name.removesuffix(".patch").split("-", 1)[-1] for p in runner.patches]
     meant = hints.close(want, slugs)
-    return UsageError(
-        f"no patch {want!r} in the series ({names}){hints.did_you_mean(meant)}",
-        hint=hints.make("bisect", BASE=runner.base.name, PATCH=meant[0] if meant else "<n>"),
-    )
+    n = len(runner.patches)
+    which = meant[0] if meant else "<n>"
+    hint = hints.make("bisect", BASE=runner.base.name, PATCH=which)
+    if not meant and n:
+        hint += f"   (<n>: 1 to {n}, a file name or a slug)"
+    return UsageError(f"no patch {want!r} in the series ({names}){hints.did_you_mean(meant)}", hint=hint)
 
 
 @dataclass

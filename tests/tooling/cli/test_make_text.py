@@ -162,3 +162,13 @@ def test_a_tool_path_with_spaces_and_quotes_is_one_word(make_seen, tmp_path):
     proc, got, _ = make_seen("apply", "BASE=v0.32.0", f"TOOL={tool}")
     assert proc.returncode == 0, proc.stderr
     assert got == ["apply", "--base", "v0.32.0"]
+
+
+def test_a_committed_lock_is_up_to_date_for_make():
+    """The rule that names the command making a missing lock checks the base with the tool first;
+    the tool venv is only its order-only prerequisite, so a lock that exists is never remade."""
+    lock = sorted((ROOT / "ci").glob("lock-cpu-*.txt"))[0]
+    proc = subprocess.run(
+        ["make", "-q", str(lock.relative_to(ROOT))], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
