@@ -21,7 +21,8 @@ from ..progress import QUIET, Progress
 from ..tree.seamtree import SeamTree
 from ..queue.series import read_series
 from ..tree.porttree import try_patch
-from ..findings.model import MERGED, PatchReport
+from ..findings.model import MERGED, PatchReport, PatchStatus
+from ..queue.patch import ChangeKind
 from .fixers import Isort
 from ..tree.porttree import PortTree
 
@@ -97,4 +98,22 @@ def report(
                 git.index.commit(tree.path, patch.header.message, patch.header.author)
                 reports.append(r)
                 by_slug[patch.header.slug] = r
+            _say_what_a_skip_leaves_out(patches, reports)
             return reports
+
+
+def _say_what_a_skip_leaves_out(patches: list, reports: list[PatchReport]) -> None:
+    """A likely obsolete patch (the report suggests skipping it) whose added files later patches
+    change: say which, since skipping it leaves those patches without the file (they stop)."""
+    for k, (patch, r) in enumerate(zip(patches, reports)):
+        if r.status != PatchStatus.OBSOLETE:
+            continue
+        added = {fc.path for fc in patch.files if fc.kind == ChangeKind.ADD}
+        later = [
+            f"{q.name} ({', '.join(sorted(added & {fc.path for fc in q.files}))})"
+            for q in patches[k + 1 :]
+            if added & {fc.path for fc in q.files}
+        ]
+        if later:
+            left = f"skipping it leaves out files later patches change: {'; '.join(later)}"
+            r.note = f"{r.note}; {left}" if r.note else left

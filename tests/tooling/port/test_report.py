@@ -216,3 +216,30 @@ def test_terminal_markdown_and_json_say_the_same_statuses_and_counts(pproject_on
         p: n for p, n in summary["hunks_by_place"].items() if p != "exact"
     }
     assert "offset/fuzz" not in [statuses[n] for n in statuses]  # a patch's word is its status only
+
+
+def test_a_likely_obsolete_patch_says_which_later_patches_need_the_files_it_adds():
+    """The walkthrough skipped 0001 as the report suggested; the port then stopped at 0002, whose
+    test file 0001 creates. The report says so where it suggests the skip."""
+    from types import SimpleNamespace
+
+    from tkvseam.findings.model import PatchReport, PatchStatus
+    from tkvseam.port.report import _say_what_a_skip_leaves_out
+    from tkvseam.queue.patch import ChangeKind
+
+    def patch(name, *files):
+        return SimpleNamespace(name=name, files=[SimpleNamespace(path=p, kind=k) for p, k in files])
+
+    patches = [
+        patch("0001-a.patch", ("tests/test_seam.py", ChangeKind.ADD), ("vllm/a.py", ChangeKind.MODIFY)),
+        patch("0002-b.patch", ("tests/test_seam.py", ChangeKind.MODIFY)),
+        patch("0003-c.patch", ("vllm/a.py", ChangeKind.MODIFY)),
+    ]
+    reports = [PatchReport(p.name, status=PatchStatus.OBSOLETE) for p in patches[:1]]
+    reports += [PatchReport(p.name, status=PatchStatus.EXACT) for p in patches[1:]]
+    _say_what_a_skip_leaves_out(patches, reports)
+    assert (
+        reports[0].note
+        == "skipping it leaves out files later patches change: 0002-b.patch (tests/test_seam.py)"
+    )
+    assert reports[1].note == reports[2].note == ""
