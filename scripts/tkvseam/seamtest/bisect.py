@@ -279,7 +279,7 @@ class BisectLane:
     def report(self, r: Runner, done: Mapping[str, JobResult]) -> LaneReport:
         rows = self.rows(r, done)
         bad = [row for row in rows if not row.ok]
-        lines = [f"{'k':>2}  {'kind':5}  {'at k':7}  {'at k-1':7}  test"]
+        lines = [f"{'k':>2}  {'kind':5}  {'at k':7}  {'at k-1':7}  test"] if rows else []
         for row in rows:
             mark = "" if row.ok else "   <-- NOT BISECTABLE"
             lines.append(f"{row.k:>2}  {row.kind:5}  {row.at_k:7}  {row.at_prev:7}  {row.test}{mark}")
