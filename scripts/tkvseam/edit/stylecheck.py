@@ -76,17 +76,22 @@ def ruff_fix(root: Path, exe: str, tree: Path, paths: list[str]) -> str:
     return f"{hints.shell(ruff, 'check', *own, '--fix', *files)}; {hints.shell(ruff, 'format', *own, *files)}"
 
 
-def fix_hint(root: Path, tree: Path, base: Base, exe: str, problems: list[str]) -> str:
+def fix_hint(
+    root: Path, tree: Path, base: Base, exe: str, problems: list[str], owners: Sequence[str] = ()
+) -> str:
     """``next:`` for style problems in ``tree``: the base's ruff fixes what it can, the rest by hand,
-    folded into the patch's commit (README, "Edit a patch"), then refresh."""
+    folded into the patch's commit (README, "Edit a patch"), then refresh. ``owners``: the slugs
+    of the patches that change the files named (one: the fixup names it; several: they are listed)."""
     where = layout.shown(tree, root)
-    fold = hints.shell("git", "-C", where, "commit", "-a", "--fixup=:/^<slug>:")
+    slug = owners[0] if len(owners) == 1 else "<slug>"
+    fold = hints.shell("git", "-C", where, "commit", "-a", f"--fixup=:/^{slug}:")
+    which = f" (<slug>: the one of {', '.join(owners)} whose lines they are)" if len(owners) > 1 else ""
     squash = "GIT_SEQUENCE_EDITOR=: " + hints.shell(
         "git", "-C", where, "rebase", "-i", "--autosquash", BASE_TAG
     )
     return (
         f"`{ruff_fix(root, exe, tree, problem_paths(problems))}` (the base's ruff {base.seam.ruff}), fix the "
-        f"rest by hand, fold it into its patch: `{fold}`, `{squash}`, then `{hints.rerun('refresh', root, base.name, tree)}`"
+        f"rest by hand, fold it into its patch: `{fold}`{which}, `{squash}`, then `{hints.rerun('refresh', root, base.name, tree)}`"
     )
 
 
@@ -174,7 +179,10 @@ def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = Non
     problems = stylecheck(root, tree, base, cache, ruff)
     if not problems:
         return StyleReport(problems)
-    return StyleReport(problems, fix_hint(root, tree, base, _gate_ruff(base, cache, ruff), problems))
+    paths = set(problem_paths(problems))
+    patches = read_series(root, base.queue, base.name).load()
+    owners = [p.header.slug for p in patches if any(fc.path in paths for fc in p.files)]
+    return StyleReport(problems, fix_hint(root, tree, base, _gate_ruff(base, cache, ruff), problems, owners))
 
 
 def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> list[str]:

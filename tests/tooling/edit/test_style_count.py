@@ -41,6 +41,7 @@ def test_a_style_problem_ends_with_the_bases_ruff_command_that_fixes_it(project)
     assert problems(hint.removeprefix("next: ")) == []
     data = json.loads(project.cli("stylecheck", "--base", NAME, "--json", expect=6).stdout)
     assert data["hint"] == hint.removeprefix("next: ")
+    assert "'--fixup=:/^messy:'" in hint  # the one patch that changes the file, named (not <slug>)
     fix = hint.split("`")[1]
     # the tree's own configuration only: it has no ruff table, so ruff's defaults (issue 34)
     assert f"build/vllm-{NAME}/vllm/messy.py" in fix and " check --isolated --fix " in fix
@@ -61,3 +62,14 @@ def test_a_file_a_later_patch_deletes_is_no_problem(project):
     git.index.commit(project.tree, message("drop-x", "drop x"), "Seam Dev <dev@example.invalid>")
     project.refresh()
     assert project.cli("stylecheck", "--base", NAME).stdout.strip() == "stylecheck: ok"
+
+
+def test_a_style_problem_in_a_file_two_patches_change_lists_both_for_the_fixup(project):
+    project.apply()
+    project.commit_in_tree("vllm/shared.py", "x = 1\n", message("first", "add shared.py"))
+    project.commit_in_tree("vllm/shared.py", "x = 1\ny   =  2\n", message("second", "more in shared.py"))
+    project.refresh()
+    hint = project.cli("stylecheck", "--base", NAME, expect=6).stderr.strip().splitlines()[-1]
+    assert (
+        "'--fixup=:/^<slug>:'" in hint and "(<slug>: the one of first, second whose lines they are)" in hint
+    )
