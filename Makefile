@@ -295,7 +295,7 @@ port: venv ## Forward-port onto TO, one VERB: report, start, continue, skip, abo
 	  $(call usage,make port: one verb per run: make port VERB=<$(PORT_VERBS)> TO=<base>); fi; \
 	case " $(PORT_VERBS) " in *" $$TKV_PORT_VERB "*) ;; *) case "$$TKV_PORT_VERB" in ""|*[!a-zA-Z_-]*) \
 	  echo "make port: got VERB='$$TKV_PORT_VERB'" >&2; \
-	  $(call usage,usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON=<why>] [VERDICT=<verdict>]);; esac; \
+	  $(call usage,usage: make port VERB=<$(PORT_VERBS)> TO=<base> [REASON=<why>] [VERDICT=<verdict>]   (where ports stand: make port VERB=status));; esac; \
 	  exec $(call sh,$(TOOL)) port "$$TKV_PORT_VERB" $${TKV_PORT_TO:+--to "$$TKV_PORT_TO"} $(if $(value JSON),--json,);; esac; \
 	if [ -z "$$TKV_PORT_TO" ] && [ "$$TKV_PORT_VERB" != status ]; then $(call usage,usage: make port VERB=<verb> TO=<base>   (VERB=status alone: every port in progress)); fi; \
 	set -- port "$$TKV_PORT_VERB" $${TKV_PORT_TO:+--to "$$TKV_PORT_TO"}; \
