@@ -202,11 +202,12 @@ def tree_problems(exe: str, tree: Path, files: list[str]) -> list[str]:
     problems = []
     # --force-exclude: honour the tree's exclude lists for explicitly named files, as vLLM's pre-commit does.
     # concise + --quiet: one line per problem (no code frames, no "Found N errors" summary), so that
-    # the number of lines is the number of problems.
+    # the number of lines is the number of problems; `format --check` too: ruff 0.17 (v0.34.0's pin)
+    # frames each file it would change unless told concise (0.14 prints "Would reformat: <path>" either way).
     own = config_args(tree)
     for args in (
         ["check", "--output-format", "concise", "--quiet", "--force-exclude", "--no-cache"],
-        ["format", "--check", "--quiet", "--force-exclude", "--no-cache"],
+        ["format", "--check", "--output-format", "concise", "--quiet", "--force-exclude", "--no-cache"],
     ):
         proc = subprocess.run([exe, *args, *own, *files], cwd=tree, capture_output=True, text=True)
         if proc.returncode != 0:

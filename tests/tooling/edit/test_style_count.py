@@ -73,3 +73,34 @@ def test_a_style_problem_in_a_file_two_patches_change_lists_both_for_the_fixup(p
     assert (
         "'--fixup=:/^<slug>:'" in hint and "(<slug>: the one of first, second whose lines they are)" in hint
     )
+
+
+# A stand-in for ruff 0.17 (v0.34.0's pin) answering `--version` with the synthetic base's pin: what
+# 0.17 prints for a file `format --check` would change, a diagnostic with a code frame, or one line
+# with `--output-format concise` (0.14 prints "Would reformat: <path>" either way).
+RUFF_0_17 = """#!/bin/sh
+case "$*" in
+  --version) echo "ruff 0.14.0" ;;
+  check*) exit 0 ;;
+  *"--output-format concise"*) echo "vllm/messy.py:2:4: unformatted: File would be reformatted"; exit 1 ;;
+  format*) printf 'unformatted: File would be reformatted\\n --> vllm/messy.py:2:4\\n  |\\n1 | x = 1\\n  - y   =  2\\n2 + y = 2\\n  |\\n\\n'; exit 1 ;;
+esac
+"""
+
+
+def test_a_file_ruff_0_17_would_reformat_is_one_problem_naming_that_file(project, tmp_path):
+    """With ruff 0.17's code frames the gate counted each frame line as a problem (9 for one file)
+    and its next: command handed ruff "unformatted" and the frame's line numbers as files to fix."""
+    project.apply()
+    project.commit_in_tree("vllm/messy.py", "x = 1\ny   =  2\n", message("messy", "add messy.py"))
+    project.refresh()
+    ruff = tmp_path / "ruff"
+    ruff.write_text(RUFF_0_17)
+    ruff.chmod(0o755)
+    data = json.loads(
+        project.cli("stylecheck", "--base", NAME, "--ruff", str(ruff), "--json", expect=6).stdout
+    )
+    assert data["problems"] == ["ruff format: vllm/messy.py:2:4: unformatted: File would be reformatted"]
+    fix = data["hint"].split("`")[1]
+    assert fix.split("; ")[1].split()[-1] == f"build/vllm-{NAME}/vllm/messy.py"
+    assert fix.split("; ")[0].split()[-1] == f"build/vllm-{NAME}/vllm/messy.py"
