@@ -672,6 +672,60 @@ try:
     scale_up = None
 except Exception as e:
     scale_up = [type(e).__name__, str(e)]
+
+# The front end, where a scale-up starts: AsyncLLM._scale_elastic_ep and the engine client's
+# prepare_elastic_ep (the base's own client code; the seam refuses in one of them), before the
+# client tells any engine to reconfigure or launches one (_prepare_scale_up/down_elastic_ep, stubbed
+# here: each records its call and ends the scaling there).
+import asyncio
+
+from vllm.v1.engine.async_llm import AsyncLLM
+from vllm.v1.engine.core_client import DPLBAsyncMPClient
+
+client_calls = {}
+
+
+class Client(DPLBAsyncMPClient):
+    def __init__(self, key, config, old_size):  # none of the client's processes or sockets
+        self.key, self.vllm_config = key, config
+        self._prepared_elastic_ep = None
+        self.core_engines = [rank.to_bytes(2, "little") for rank in range(old_size)]
+
+    def _told(self, name):
+        client_calls.setdefault(self.key, []).append(name)
+        raise RuntimeError(f"stub client: {name}")
+
+    async def _prepare_scale_up_elastic_ep(self, *args, **kwargs):
+        self._told("_prepare_scale_up_elastic_ep")
+
+    async def _prepare_scale_down_elastic_ep(self, *args, **kwargs):
+        self._told("_prepare_scale_down_elastic_ep")
+
+
+def scale(key, old_size, new_size):
+    config = SimpleNamespace(
+        attention_config=SimpleNamespace(backend=AttentionBackendEnum.TURBO_ATTN),
+        parallel_config=SimpleNamespace(
+            data_parallel_size=old_size,
+            data_parallel_external_lb=False,
+            data_parallel_backend="ray",
+            elastic_ep_max_dp_size=4,
+            eplb_config=SimpleNamespace(num_redundant_experts=8),  # room to scale 2 -> 1
+        ),
+        model_config=SimpleNamespace(get_num_experts=lambda: 8),
+    )
+    llm = object.__new__(AsyncLLM)
+    llm.vllm_config, llm.engine_core, llm.log_stats = config, Client(key, config, old_size), False
+    llm.shutdown = lambda *args, **kwargs: None  # nothing was started
+    try:
+        asyncio.run(AsyncLLM._scale_elastic_ep(llm, new_size, 300))
+    except Exception as e:
+        return [type(e).__name__, str(e)]
+    return None
+
+
+front_scale_up = scale("up", 1, 2)
+front_scale_down = scale("down", 2, 1)
 emit(
     statuses=statuses,
     latched=latched,
@@ -679,6 +733,9 @@ emit(
     fold_twice=fold_twice,
     scale_up=scale_up,
     received=received,
+    front_scale_up=front_scale_up,
+    front_scale_down=front_scale_down,
+    client_calls=client_calls,
 )
 """
 
@@ -1003,14 +1060,20 @@ def test_elastic_scale_up_with_the_plugins_lazy_fold_is_refused(shared):
     assert result["latched"] is False, result
     assert result["fold_twice"] > 0.05, result
     assert result["received"] == [], result
-    assert result["scale_up"] == [
+    refusal = [
         "RuntimeError",
         "Attention backend TkvAttentionBackend implements on_model_loaded and "
         "on_draft_model_loaded but not on_weights_replaced, so it cannot be told that an "
         "elastic EP scale-up replaces the model weights; refusing to replace them. Use a "
         "release of the backend's plugin that implements on_weights_replaced, or restart "
         "the engine at the new data parallel size.",
-    ], result
+    ]
+    assert result["scale_up"] == refusal, result
+    # and before that, in the front end: no engine is told of the scale-up (none would then wait
+    # for a worker that refuses to receive), while a scale-down reaches the engine client
+    assert result["front_scale_up"] == refusal, result
+    assert "up" not in result["client_calls"], result
+    assert result["client_calls"]["down"] == ["_prepare_scale_down_elastic_ep"], result
 
 
 @pytest.fixture(scope="module")
