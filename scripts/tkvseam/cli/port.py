@@ -294,7 +294,7 @@ def _all_ports(ctx: Context):
             unreadable[layout.shown(path, ctx.root)] = e.message.splitlines()[0]
     none_next = "make watch   (a release newer than the carried bases?), then make carry VERSION=<version>"
     hints.record(found[-1].next_step if found else none_next)
-    return Ports(found, unreadable, none_next)
+    return Ports(found, unreadable, none_next, layout.shown(layout.port_tree(ctx.root, "<base>"), ctx.root))
 
 
 @port.command("finish")

@@ -195,8 +195,9 @@ def _clean_one(
     if tree is not None:
         if kept_first:
             extra = {STATE: TreeState.path(path).read_bytes()}
+            kept = layout.shown(layout.dropped(root), root)
             progress.step(
-                f"{rel}: keeping all of it in a git bundle under build/dropped/ first (a large tree takes a minute)"
+                f"{rel}: keeping all of it in a git bundle under {kept}/ first (a large tree takes a minute)"
             )
             bundle = tree.remove_keeping(kept_root(root), extra)
             result.kept.append(f"{rel} -> {layout.shown(bundle, root)}")

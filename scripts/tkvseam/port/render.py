@@ -325,10 +325,11 @@ class Ports(Answer):
     ports: list[PortStatus]
     unreadable: dict[str, str] = field(default_factory=dict)  # tree -> why its state could not be read
     none_next: str = ""
+    where: str = ""  # where port trees are, as the user reads it
 
     def lines(self) -> list[str]:
         if not self.ports and not self.unreadable:
-            return ["no port in progress (no build/port-<base>)", f"  next: {self.none_next}"]
+            return [f"no port in progress (no {self.where})", f"  next: {self.none_next}"]
         out = []
         for p in self.ports:
             out += p.lines()

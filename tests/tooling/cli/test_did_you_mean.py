@@ -47,9 +47,9 @@ def test_a_mistyped_base_names_the_close_one(project):
 
 def test_under_make_a_mistyped_base_hints_the_same_make_command(project, monkeypatch):
     monkeypatch.setenv("TKV_SEAM_MAKE_GOAL", "bisect")
-    monkeypatch.setenv("MAKEFLAGS", r" -- WHY=a\ b PATCH=5 BASE=v9.9")
+    monkeypatch.setenv("MAKEFLAGS", r" -- PATCH=add\ mul BASE=v9.9")
     err = project.cli("lint", "--base", "v9.9", expect=2).stderr
-    assert f"next: make bisect BASE={NAME} PATCH=5 WHY='a b'\n" in err
+    assert f"next: make bisect BASE={NAME} PATCH='add mul'\n" in err
 
 
 def test_drift_names_the_close_slug_and_base(project, releases):
