@@ -9,6 +9,7 @@ v9.10.0's) gets the resolution too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 
@@ -51,16 +52,26 @@ def test_replay_turned_off_stops_at_the_conflict_again(gate_project, wheels):  #
     assert "stopped at 0002-add-mul.patch: conflict" in stop and "replay: " not in stop
 
 
-def test_the_same_conflict_onto_another_release_replays_the_resolution(tmp_path, monkeypatch, wheels):  # noqa: F811
-    three = {**make_releases(tmp_path / "up"), "v9.11.0": make_release(tmp_path / "up", "9.11.0", NEW_FILES)}
+@contextlib.contextmanager
+def _resolved_then_ported_onto_v9_11_0(tmp_path, monkeypatch, wheels, files, resolve):  # noqa: F811
+    """0002 stopped and resolved (``resolve``) carrying v9.10.0; then the port of the same queue onto
+    v9.11.0 (``files``) started: the project and what that start said."""
+    three = {**make_releases(tmp_path / "up"), "v9.11.0": make_release(tmp_path / "up", "9.11.0", files)}
     with carrying_project(tmp_path, three, monkeypatch) as (project, _):
         make_gate_queue(project)
         git_project(project.root)
         assert "stopped at 0002-add-mul.patch: conflict" in carry(project, wheels, expect=12).stderr
-        resolve_as_product(project.root / "build" / f"port-{NEW_NAME}")
+        resolve(project.root / "build" / f"port-{NEW_NAME}")
         carry(project, wheels, expect=12)  # 0002's resolution recorded as it is continued
         project.cli("pin", "9.11.0")
-        res = project.cli("port", "start", "--base", OLD_NAME, "--to", "v9.11.0", expect=None)
+        yield project, project.cli("port", "start", "--base", OLD_NAME, "--to", "v9.11.0", expect=None)
+
+
+def test_the_same_conflict_onto_another_release_replays_the_resolution(tmp_path, monkeypatch, wheels):  # noqa: F811
+    with _resolved_then_ported_onto_v9_11_0(tmp_path, monkeypatch, wheels, NEW_FILES, resolve_as_product) as (
+        project,
+        res,
+    ):
         assert "stopped at 0002" not in res.stderr
         status = project.cli("port", "status", "--to", "v9.11.0", "--json").stdout
         done = {d["name"]: d["status"] for d in json.loads(status)["done"]}
@@ -123,15 +134,12 @@ def test_a_recorded_resolution_whose_other_file_moved_on_stops_instead_of_going_
     """The same conflict onto a release whose cache.py differs: the conflict is replayed, but the
     resolution's change to cache.py was made on other text, so the patch stops there."""
     other = {**NEW_FILES, CACHE: "# another header\n" + NEW_FILES[CACHE]}
-    three = {**make_releases(tmp_path / "up"), "v9.11.0": make_release(tmp_path / "up", "9.11.0", other)}
-    with carrying_project(tmp_path, three, monkeypatch) as (project, _):
-        make_gate_queue(project)
-        git_project(project.root)
-        assert "stopped at 0002-add-mul.patch: conflict" in carry(project, wheels, expect=12).stderr
-        _resolve_beyond_the_conflict(project.root / "build" / f"port-{NEW_NAME}")
-        carry(project, wheels, expect=12)  # 0002's resolution recorded as it is continued
-        project.cli("pin", "9.11.0")
-        res = project.cli("port", "start", "--base", OLD_NAME, "--to", "v9.11.0", expect=None)
+    with _resolved_then_ported_onto_v9_11_0(
+        tmp_path, monkeypatch, wheels, other, _resolve_beyond_the_conflict
+    ) as (
+        project,
+        res,
+    ):
         assert "stopped at 0002-add-mul.patch: conflict" in res.stderr
         assert (
             f"{CACHE}: conflict (the resolution recorded with this patch's conflicts changed this file too"
