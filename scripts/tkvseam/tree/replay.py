@@ -14,7 +14,7 @@ proven as any patch), said, and listed to re-read. ``git -C <tree> rerere forget
 rerere knows only the conflicted files; a resolution often changes more (a file of the patch
 that merged, or another file). So a continued resolution is also recorded whole, in
 ``files/<patch>.json`` (the newest few; each file's bytes in ``blobs/<sha256>``): for every file
-the resolution staged, the blob it had before (the tree's HEAD) and the bytes it was given, with
+the resolution staged and every file of the patch (one it put back to HEAD included), the blob it had before (the tree's HEAD) and the bytes it was given, with
 the patch's own diff. When rerere replays a conflict of that patch again, every other file of the
 record is put back too if it is where it was then (same HEAD blob, same patch diff); a file that
 is not stays as the port merged it and the patch stops there (a conflict: resolve it by hand),
@@ -127,9 +127,13 @@ class Resolutions:
         return records if isinstance(records, list) else []
 
     def _record_whole(self, tree: Path, patch: Patch) -> None:
-        """Every file the staged resolution changes: its blob at HEAD and its resolved bytes."""
+        """Every file the staged resolution changes, and every file of the patch (one resolved to
+        HEAD is a resolution too: the patch's change to it dropped): its blob at HEAD and its
+        resolved bytes."""
         files = {}
-        for path in git.index.staged_paths(tree):
+        paths = set(git.index.staged_paths(tree))
+        paths.update(p for fc in patch.files for p in (fc.old, fc.new) if p)
+        for path in sorted(paths):
             data = git.repo.show(tree, "", path)  # the index's bytes; None: the resolution deletes it
             blob = None
             if data is not None:

@@ -148,3 +148,32 @@ def test_a_recorded_resolution_whose_other_file_moved_on_stops_instead_of_going_
         tree = project.root / "build" / "port-v9.11.0"
         assert "def product(a, b):" in (tree / ARG_UTILS).read_text()  # the conflict itself is replayed
         assert "(product() is in arg_utils)" not in (tree / CACHE).read_text()
+
+
+def test_a_conflict_resolved_to_the_base_comes_back_with_the_rest_of_its_resolution(gate_project, wheels):  # noqa: F811
+    """The conflicted file resolved to HEAD (the patch's change to it dropped, as vLLM 0.34.0's
+    reviewed 0004 drops v0.33.0's mla_attention.py change) is not staged, but is part of the
+    resolution: the replay puts back the resolution's other file too, not rerere's file alone."""
+    tree = gate_project.root / "build" / f"port-{NEW_NAME}"
+    assert "stopped at 0002-add-mul.patch: conflict" in carry(gate_project, wheels, expect=12).stderr
+    git.core.run(tree, "checkout", "HEAD", "--", ARG_UTILS)
+    text = (tree / CACHE).read_text()
+    (tree / CACHE).write_text(text.replace("# line 20\n", "# line 20 (no mul() on this base)\n"))
+    git.core.run(tree, "add", CACHE)
+    carry(gate_project, wheels, "--verdict", "re-expressed", expect=None)
+    gate_project.cli("port", "abort", "--to", NEW_NAME)
+    stop = carry(gate_project, wheels, expect=None).stderr
+    assert (
+        f"0002-add-mul.patch: replay: {CACHE}: changed by the resolution recorded with it, put back" in stop
+    )
+    assert (
+        f"0002-add-mul.patch: replay: {ARG_UTILS}: the resolution recorded for this conflict, replayed"
+        in stop
+    )
+    resolved = next(
+        c
+        for c in git.core.run(tree, "log", "--format=%H %s").stdout.decode().splitlines()
+        if " add-mul:" in c
+    ).split()[0]
+    assert "# line 20 (no mul() on this base)" in git.repo.show(tree, resolved, CACHE).decode()
+    assert "def mul(" not in git.repo.show(tree, resolved, ARG_UTILS).decode()
