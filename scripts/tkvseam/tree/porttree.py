@@ -251,6 +251,16 @@ class PortTree:
         if not replayed:
             return
         rest = self.resolutions.replay_rest(self.path, patch, sorted(replayed))
+        if rest.unrecorded:  # what the rest of the patch's resolution was is not known: a human looks
+            for fr in conflicted:
+                if fr.path in replayed:
+                    fr.status, fr.note = (
+                        FileStatus.CONFLICT,
+                        "git rerere put back a resolution recorded for this conflict (staged), but no "
+                        "record of this patch's whole resolution goes with it: check the patch's other "
+                        "files, then continue",
+                    )
+            return
         by_path = {f.path: f for f in files}
         for path in rest.restored:
             fr = by_path.get(path) or FileReport(path, FileStatus.EXACT, test=is_test_file(path))

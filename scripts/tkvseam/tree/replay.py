@@ -48,6 +48,7 @@ class Rest:
 
     restored: list[str] = field(default_factory=list)  # put back and staged
     differs: list[str] = field(default_factory=list)  # changed then, but not where it was: left
+    unrecorded: bool = False  # no whole resolution of this patch covers what rerere put back
 
 
 def _diff_key(patch: Patch) -> str:
@@ -153,15 +154,16 @@ class Resolutions:
 
     def replay_rest(self, tree: Path, patch: Patch, replayed: list[str]) -> Rest:
         """rerere put back ``replayed`` (files of ``patch``): put back the rest of the whole
-        resolution recorded with them, where each file is where it was then. Nothing recorded with
-        those files (a resolution from before whole records): nothing to do."""
+        resolution recorded with them, where each file is where it was then. No whole resolution of
+        the patch covers those files (rerere's record is another patch's, or older than whole
+        records): ``unrecorded``, so the patch stops for a human instead of going on by half."""
         records = [
             r
             for r in self._whole_records(patch)
             if isinstance(r.get("files"), dict) and set(replayed) <= set(r["files"])
         ]
         if not records:
-            return Rest()
+            return Rest(unrecorded=True)
         key = _diff_key(patch)
 
         def here(path: str, entry: dict) -> bool:

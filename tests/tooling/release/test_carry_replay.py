@@ -177,3 +177,18 @@ def test_a_conflict_resolved_to_the_base_comes_back_with_the_rest_of_its_resolut
     ).split()[0]
     assert "# line 20 (no mul() on this base)" in git.repo.show(tree, resolved, CACHE).decode()
     assert "def mul(" not in git.repo.show(tree, resolved, ARG_UTILS).decode()
+
+
+def test_a_replay_with_no_record_of_the_whole_resolution_stops_for_a_human(gate_project, wheels):  # noqa: F811
+    """rerere still holds 0002's conflict resolution, but the tool's record of what else that
+    resolution changed is gone (as for one recorded before whole records): the conflict is put
+    back and staged, and the port stops there instead of going on with what may be half of it."""
+    import shutil
+
+    _resolved_once_then_aborted(gate_project, wheels)
+    shutil.rmtree(gate_project.root / "build" / "port-resolutions" / "files")
+    stop = carry(gate_project, wheels, expect=12).stderr
+    assert "stopped at 0002-add-mul.patch: conflict" in stop
+    assert "no record of this patch's whole resolution goes with it" in stop
+    tree = gate_project.root / "build" / f"port-{NEW_NAME}"
+    assert "def product(a, b):" in (tree / ARG_UTILS).read_text()  # rerere's part, put back
