@@ -99,7 +99,12 @@ def stage(repo: Path, paths: list[str] = (), force: bool = False) -> None:  # ty
 
     ``force``: ignored files too (a base tree from an sdist holds files its .gitignore names).
     """
-    run(repo, "add", "-A", *(["--force"] if force else []), "--", *(paths or ["."]))
+    gone = [p for p in paths if not os.path.lexists(Path(repo) / p)]
+    if gone:  # a deletion already staged (or never tracked): git add would refuse its pathspec
+        run(repo, "rm", "-q", "-r", "--cached", "--ignore-unmatch", "--", *gone)
+    present = [p for p in paths if p not in gone]
+    if present or not paths:
+        run(repo, "add", "-A", *(["--force"] if force else []), "--", *(present or ["."]))
 
 
 def unstage_remove(repo: Path, path: str) -> None:

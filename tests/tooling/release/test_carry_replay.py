@@ -192,3 +192,22 @@ def test_a_replay_with_no_record_of_the_whole_resolution_stops_for_a_human(gate_
     assert "no record of this patch's whole resolution goes with it" in stop
     tree = gate_project.root / "build" / f"port-{NEW_NAME}"
     assert "def product(a, b):" in (tree / ARG_UTILS).read_text()  # rerere's part, put back
+
+
+def test_a_file_the_resolution_deleted_is_deleted_again_where_it_still_is_as_it_was(gate_project, wheels):  # noqa: F811
+    """The recorded resolution also deleted a file (README.md): replayed, that file goes again, since
+    HEAD holds it as it was then; nothing else of the tree is removed."""
+    tree = gate_project.root / "build" / f"port-{NEW_NAME}"
+    assert "stopped at 0002-add-mul.patch: conflict" in carry(gate_project, wheels, expect=12).stderr
+    resolve_as_product(tree)
+    git.core.run(tree, "rm", "-q", "README.md")
+    assert "stopped at 0003-use-mul.patch: breaks" in carry(gate_project, wheels, expect=12).stderr
+    gate_project.cli("port", "abort", "--to", NEW_NAME)
+    stop = carry(gate_project, wheels, expect=12).stderr
+    assert "stopped at 0003-use-mul.patch: breaks" in stop
+    assert (
+        "0002-add-mul.patch: replay: README.md: changed by the resolution recorded with it, put back" in stop
+    )
+    assert not (tree / "README.md").exists() and not git.repo.exists_at(tree, "HEAD", "README.md")
+    changed = git.core.out(tree, "diff", "--name-status", "HEAD~1", "HEAD").splitlines()
+    assert sorted(changed) == sorted([f"M\t{ARG_UTILS}", "D\tREADME.md"]), changed
