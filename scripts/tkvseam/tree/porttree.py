@@ -262,16 +262,19 @@ class PortTree:
                     )
             return
         by_path = {f.path: f for f in files}
+
+        def report(path: str, status: FileStatus, note: str) -> None:
+            """The file's report (a file the patch does not change gets one), said to be ``status``."""
+            if path not in by_path:
+                by_path[path] = FileReport(path, FileStatus.EXACT, test=is_test_file(path))
+                files.append(by_path[path])
+            by_path[path].status, by_path[path].note = status, note
+
         for path in rest.restored:
-            fr = by_path.get(path) or FileReport(path, FileStatus.EXACT, test=is_test_file(path))
-            if path not in by_path:
-                files.append(fr)
-            fr.status, fr.note = FileStatus.REPLAYED, "changed by the resolution recorded with it, put back"
+            report(path, FileStatus.REPLAYED, "changed by the resolution recorded with it, put back")
         for path in rest.differs:
-            fr = by_path.get(path) or FileReport(path, FileStatus.EXACT, test=is_test_file(path))
-            if path not in by_path:
-                files.append(fr)
-            fr.status, fr.note = (
+            report(
+                path,
                 FileStatus.CONFLICT,
                 "the resolution recorded with this patch's conflicts changed this file too, but it is "
                 "no longer where it was then (the base or the patch changed): not replayed; change it "
