@@ -52,7 +52,8 @@ def make_again(**override: object) -> str | None:
     if " -- " in f" {flags}":
         words = re.split(r"(?<!\\) ", f" {flags}".split(" -- ", 1)[1].strip())
         for word in reversed(words):  # make lists them last first
-            name, eq, value = word.replace("\\ ", " ").partition("=")
+            # make escapes a space as "\ " and a "$" as "$$" there: the value as the user gave it
+            name, eq, value = word.replace("\\ ", " ").replace("$$", "$").partition("=")
             if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and name not in ("VENV", "TOOL"):
                 given[name] = value
     given.update({k: str(v) for k, v in override.items()})

@@ -283,7 +283,11 @@ def _all_ports(ctx: Context):
     found, unreadable = [], {}
     for to_name in sorted(bases):
         path = layout.port_tree(ctx.root, to_name)
-        if not path.is_dir() or path.is_symlink():
+        if path.is_symlink() or (path.exists() and not path.is_dir()):  # as `--to` refuses them
+            what = "a symlink" if path.is_symlink() else "not a directory"
+            unreadable[layout.shown(path, ctx.root)] = f"{what}, not a port tree"
+            continue
+        if not path.is_dir():
             continue
         try:
             session = _session(ctx, to_name, None, "status")

@@ -125,3 +125,12 @@ def test_a_mistyped_port_target_names_the_same_verb_on_the_base_meant(project, r
     )
     out = json.loads(project.cli("port", *args, "--json", expect=2).stdout)
     assert f"did you mean '{NEXT}'?" in out["error"] and out["hint"] == hint
+
+
+def test_under_make_a_value_with_a_dollar_is_hinted_as_the_user_gave_it(project, monkeypatch):
+    """make writes "$" as "$$" in MAKEFLAGS; the hint gives the value back as typed (a hostile pass
+    saw it double on every round)."""
+    monkeypatch.setenv("TKV_SEAM_MAKE_GOAL", "bisect")
+    monkeypatch.setenv("MAKEFLAGS", r" -- PATCH=$$(touch\ x) BASE=v9.9")
+    err = project.cli("lint", "--base", "v9.9", expect=2).stderr
+    assert f"next: make bisect BASE={NAME} PATCH='$(touch x)'\n" in err

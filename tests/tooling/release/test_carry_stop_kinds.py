@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ..fixtures.carry import carry, carry_project, wheels  # noqa: F401  (fixtures)
-from ..fixtures.carrying import NEW, NEW_NAME, make_wheels, wheel
+from ..fixtures.carrying import NEW, NEW_NAME, OLD_NAME, make_wheels, wheel
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +62,18 @@ def test_port_status_without_to_lists_the_port_in_progress_with_its_next_step(ca
     assert port["to_base"] == NEW_NAME and port["current"].endswith(".patch") and port["next_step"]
     text = carry_project.cli("port", "status").output
     assert f"port-{NEW_NAME}" in text and port["current"] in text and "next: " in text
+
+
+def test_port_status_without_to_names_a_symlink_or_file_where_a_port_tree_goes(carry_project, tmp_path):  # noqa: F811
+    where = carry_project.root / "build" / f"port-{OLD_NAME}"
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.symlink_to(tmp_path)
+    out = json.loads(carry_project.cli("port", "status", "--json").stdout)
+    assert out["ports"] == [] and out["unreadable"] == {
+        f"build/port-{OLD_NAME}": "a symlink, not a port tree"
+    }
+    where.unlink()
+    where.write_text("x")
+    out = json.loads(carry_project.cli("port", "status", "--json").stdout)
+    assert out["unreadable"] == {f"build/port-{OLD_NAME}": "not a directory, not a port tree"}
+    assert tmp_path.exists() and where.read_text() == "x"  # nothing touched
