@@ -33,6 +33,9 @@ def test_the_checker_finds_the_commands_of_a_hint():
         "make port VERB=continue TO=v0.32.0",
         "mv /x /x.mine",
     ]
+    assert commands(
+        "the patch's tests failed, then make bisect BASE=v1 PATCH='$(touch x) or y' and don't"
+    ) == ["make bisect BASE=v1 PATCH='$(touch x) or y'"]
     assert (
         commands("check access to the package index (TKV_SEAM_INDEX_URL), then run the command again") == []
     )
