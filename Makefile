@@ -107,7 +107,7 @@ usage = { echo "$(1)" >&2; $(call usage_json,$(1)) exit 2; }
 # lane's tests read: it names them. The seam lanes (`seamtest all`) key their own jobs.
 lane = $(call sh,$(TOOL)) seamtest lane
 tooling_reads := docs README.md LICENSE .github
-.PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect \
+.PHONY: check-refresh help apply refresh lint lint-queue lint-code lint-patches test test-base test-tooling test-series test-image test-seam bisect bisect-patch \
         seam-full seam-full-cuda upstream plugin differential bench times image standin port drift overlay overlay-restore venv venv-vllm clean \
         pin watch lint-workflows lock-cpu seam-table retire carry
 
@@ -235,11 +235,16 @@ test-seam: apply venv-vllm ## Bisect, full series (CPU and CUDA-alike), upstream
 	$(call sh,$(TOOL)) seamtest all --base $(BASE)
 
 bisect: export TKV_BISECT_PATCH := $(value PATCH)
-bisect: apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
+bisect: bisect-patch apply venv-vllm ## Each patch's tests pass at k and fail at k-1; every prefix compiles and passes the style gate (PATCH=0009: that patch only) | BASE=<base> PATCH=<n|slug> TKV_SEAM_JOBS=<n>
 	@set -- seamtest bisect --base $(BASE); \
 	if [ -n "$$TKV_BISECT_PATCH" ]; then set -- "$$@" --patch "$$TKV_BISECT_PATCH"; fi; \
 	$(say) $(call sh,$(TOOL)) "$$*" >&2; \
 	exec $(call sh,$(TOOL)) "$$@"
+
+# PATCH checked against BASE's series before the tree and the venv are made (a typo costs nothing).
+bisect-patch: venv ## Check PATCH against BASE's series, no tree or venv made (bisect does it first) | BASE=<base> PATCH=<n|slug>
+	@if [ -n "$$TKV_BISECT_PATCH" ]; then \
+	  exec $(call sh,$(TOOL)) seamtest bisect --base $(BASE) --patch "$$TKV_BISECT_PATCH" --check-only; fi
 
 seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(call sh,$(TOOL)) seamtest full --base $(BASE)

@@ -101,14 +101,23 @@ def _run_lanes(ctx: Context, runner, lanes) -> None:
     multiple=True,
     help="Only this patch (number, slug or file name; repeatable): its Tests at k and k-1.",
 )
-def seamtest_bisect(ctx: Context, base_name, tree, python, slots, as_json, patches):
+@click.option(
+    "--check-only",
+    is_flag=True,
+    help="Check the --patch selection against the base's series and exit (no tree or venv needed).",
+)
+def seamtest_bisect(ctx: Context, base_name, tree, python, slots, as_json, patches, check_only):
     """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
+    from ..queue.series import read_series
     from ..seamtest.bisect import BisectLane
-
     from ..seamtest.run import patch_numbers
 
+    if check_only:  # before the tree and the venv are made: a mistyped PATCH costs nothing
+        base = ctx.base(base_name)
+        patch_numbers(read_series(ctx.root, base.queue, base.name).load(), base.name, patches)
+        return
     runner = _runner(ctx, base_name, tree, python, slots)
-    _run_lanes(ctx, runner, [BisectLane(patch_numbers(runner, patches))])
+    _run_lanes(ctx, runner, [BisectLane(patch_numbers(runner.patches, runner.base.name, patches))])
 
 
 @seamtest_command("full")

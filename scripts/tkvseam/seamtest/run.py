@@ -61,31 +61,32 @@ def open_runner(
     )
 
 
-def patch_numbers(runner: Runner, selected: tuple[str, ...]) -> set[int] | None:
-    """--patch 0009 / 9 / fused-kv-pages / 0009-fused-kv-pages.patch -> {9}."""
+def patch_numbers(patches: list, base_name: str, selected: tuple[str, ...]) -> set[int] | None:
+    """--patch 0009 / 9 / fused-kv-pages / 0009-fused-kv-pages.patch -> {9}, over the series'
+    ``patches`` (anything with a ``name``) of base ``base_name``."""
     if not selected:
         return None
     out = set()
     for want in selected:
-        for k, patch in enumerate(runner.patches, 1):
+        for k, patch in enumerate(patches, 1):
             stem = patch.name.removesuffix(".patch")
             if want in (patch.name, stem, stem.split("-", 1)[1]) or (want.isdigit() and int(want) == k):
                 out.add(k)
                 break
         else:
-            raise _no_such_patch(runner, want)
+            raise _no_such_patch(patches, base_name, want)
     return out
 
 
-def _no_such_patch(runner: Runner, want: str) -> UsageError:
+def _no_such_patch(patches: list, base_name: str, want: str) -> UsageError:
     """A usage error (exit 2) naming the patch ``want`` most likely meant; the hint bisects that one
     patch (or asks for one: never every patch, which is slower than what was asked)."""
-    names = ", ".join(p.name for p in runner.patches)
-    slugs = [p.name.removesuffix(".patch").split("-", 1)[-1] for p in runner.patches]
+    names = ", ".join(p.name for p in patches)
+    slugs = [p.name.removesuffix(".patch").split("-", 1)[-1] for p in patches]
     meant = hints.close(want, slugs)
-    n = len(runner.patches)
+    n = len(patches)
     which = meant[0] if meant else "<n>"
-    hint = hints.make("bisect", BASE=runner.base.name, PATCH=which)
+    hint = hints.make("bisect", BASE=base_name, PATCH=which)
     if not meant and n:
         hint += f"   (<n>: 1 to {n}, a file name or a slug)"
     return UsageError(f"no patch {want!r} in the series ({names}){hints.did_you_mean(meant)}", hint=hint)

@@ -76,17 +76,14 @@ def test_drift_names_the_close_slug_and_base(project, releases):
 def test_bisect_of_an_unknown_patch_is_a_usage_error_naming_the_one_meant():
     from tkvseam.seamtest.run import patch_numbers
 
-    runner = SimpleNamespace(
-        patches=[SimpleNamespace(name=f"{k:04d}-{slug}.patch") for k, slug in enumerate(SLUGS, 1)],
-        base=SimpleNamespace(name="v0.31.0"),
-    )
-    assert patch_numbers(runner, ("backend-lifecycle-hooks",)) == {2}
+    patches = [SimpleNamespace(name=f"{k:04d}-{slug}.patch") for k, slug in enumerate(SLUGS, 1)]
+    assert patch_numbers(patches, "v0.31.0", ("backend-lifecycle-hooks",)) == {2}
     with pytest.raises(UsageError) as e:
-        patch_numbers(runner, ("lifecycle",))
+        patch_numbers(patches, "v0.31.0", ("lifecycle",))
     assert e.value.exit_code == 2 and "did you mean 'backend-lifecycle-hooks'?" in e.value.message
     assert e.value.hint == "make bisect BASE=v0.31.0 PATCH=backend-lifecycle-hooks"  # one patch, as asked
     with pytest.raises(UsageError) as e:
-        patch_numbers(runner, ("zzz",))
+        patch_numbers(patches, "v0.31.0", ("zzz",))
     assert "PATCH=" in e.value.hint  # never every patch (slower than what was asked)
     assert problems(e.value.hint) == []
 
@@ -134,3 +131,17 @@ def test_under_make_a_value_with_a_dollar_is_hinted_as_the_user_gave_it(project,
     monkeypatch.setenv("MAKEFLAGS", r" -- PATCH=$$(touch\ x) BASE=v9.9")
     err = project.cli("lint", "--base", "v9.9", expect=2).stderr
     assert f"next: make bisect BASE={NAME} PATCH='$(touch x)'\n" in err
+
+
+def test_bisect_checks_its_patch_before_a_tree_or_venv_is_made(project):
+    """`make bisect` checks PATCH first (`--check-only`): a typo stops in a second with the patch
+    meant, before the tree is applied and the test venv built; a patch that is there passes."""
+    make_two_patches(project)
+    shutil.rmtree(project.tree)  # no tree, no test venv: neither is needed to check the name
+    args = ("seamtest", "bisect", "--base", NAME, "--check-only", "--patch")
+    err = project.cli(*args, "mul", expect=2).stderr
+    assert "did you mean 'add-mul'?" in err and f"next: make bisect BASE={NAME} PATCH=add-mul\n" in err
+    assert project.cli(*args, "add-mul").exit_code == 0
+    assert project.cli(*args, "2").exit_code == 0
+    project.cli(*args, "3", expect=2)  # two patches in the series
+    assert not project.tree.exists()
