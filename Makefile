@@ -242,9 +242,12 @@ bisect: bisect-patch apply venv-vllm ## Each patch's tests pass at k and fail at
 	exec $(call sh,$(TOOL)) "$$@"
 
 # PATCH checked against BASE's series before the tree and the venv are made (a typo costs nothing).
+bisect-patch: export TKV_BISECT_PATCH := $(value PATCH)
 bisect-patch: venv ## Check PATCH against BASE's series, no tree or venv made (bisect does it first) | BASE=<base> PATCH=<n|slug>
 	@if [ -n "$$TKV_BISECT_PATCH" ]; then \
-	  exec $(call sh,$(TOOL)) seamtest bisect --base $(BASE) --patch "$$TKV_BISECT_PATCH" --check-only; fi
+	  exec $(call sh,$(TOOL)) seamtest bisect --base $(BASE) --patch "$$TKV_BISECT_PATCH" --check-only; \
+	elif [ "$(MAKECMDGOALS)" = bisect-patch ]; then \
+	  echo "make bisect-patch: PATCH=<n|slug> is needed" >&2; exit 2; fi
 
 seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>
 	$(call sh,$(TOOL)) seamtest full --base $(BASE)

@@ -264,7 +264,7 @@ def draft_verdict(r: PatchReport, reason: str) -> None:
     elif r.status == PatchStatus.THREE_WAY:
         r.verdict, r.reason = "still needed", f"{merged_how(r)}; {reason}"
     elif r.status == PatchStatus.OBSOLETE:
-        r.verdict, r.reason = "obsolete?", "upstream has it: " + "; ".join(r.obsolete)
+        r.verdict, r.reason = "likely obsolete", "upstream has it: " + "; ".join(r.obsolete)
     elif r.status == PatchStatus.BLOCKED:
         r.verdict = "blocked"
         r.reason = f"blocked by {', '.join(r.blocked_by)}" + (f" ({r.note})" if r.note else "")
@@ -274,7 +274,7 @@ def draft_verdict(r: PatchReport, reason: str) -> None:
             "only its test files conflict: " + ", ".join(r.conflicts),
         )
     else:
-        r.verdict = "conflicting → re-express"
+        r.verdict = "conflict → re-express"
         r.reason = "conflicts in " + ", ".join(
             r.conflicts or [f.path for f in r.files if f.status != FileStatus.EXACT]
         )

@@ -96,7 +96,8 @@ def hunk_counts(r: PatchReport) -> str:
 def hunk_lines(h: HunkReport, indent: int = 23) -> list[str]:
     pad = " " * indent
     note = f"; {h.note}" if h.note else ""
-    out = [f"{pad}hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}{note}"]
+    how = f" ({h.status})" if h.status != str(h.place) else ""  # the placement, if it says more
+    out = [f"{pad}hunk {h.hunk} {h.header} {h.section[:40]}: {h.place}{how}{note}"]
     up = h.upstream
     if up and up.changed:
         diff = up.diff.splitlines()
@@ -134,13 +135,13 @@ def report_lines(reports: list[PatchReport]) -> list[str]:
     return out
 
 
-# A hunk's draft verdict, by its place (the word the summary counts it by).
+# A hunk's draft verdict, by its place: the word the summary counts it by, then what to do.
 HUNK_VERDICTS = {
-    HunkPlace.EXACT: "still needed",
-    HunkPlace.OFFSET: "still needed (rebase)",
-    HunkPlace.MOVED: "moved → re-anchor",
-    HunkPlace.UPSTREAM: "obsolete?",
-    HunkPlace.FAILS: "conflicting",
+    HunkPlace.EXACT: "exact: still needed",
+    HunkPlace.OFFSET: "offset/fuzz: still needed",
+    HunkPlace.MOVED: "moved: still needed, re-anchor",
+    HunkPlace.UPSTREAM: "already upstream: likely obsolete",
+    HunkPlace.FAILS: "fails: resolve or re-express",
 }
 
 

@@ -78,6 +78,17 @@ def patch_numbers(patches: list, base_name: str, selected: tuple[str, ...]) -> s
     return out
 
 
+@dataclass
+class PatchesChosen(Answer):
+    """What ``seamtest bisect --check-only`` found: the series' patches the selection names."""
+
+    base: str
+    patches: list[str]
+
+    def lines(self) -> list[str]:
+        return [f"bisect {self.base}: {', '.join(self.patches)} (in the series; PATCH is fine)"]
+
+
 def _no_such_patch(patches: list, base_name: str, want: str) -> UsageError:
     """A usage error (exit 2) naming the patch ``want`` most likely meant; the hint bisects that one
     patch (or asks for one: never every patch, which is slower than what was asked)."""

@@ -71,7 +71,7 @@ def test_report_likely_obsolete_with_evidence(report):
     assert reg["status"] == "likely obsolete"
     assert any(e.startswith("reverse-applies") for e in reg["obsolete"])
     assert any("register (defined in vllm/registry.py)" in e for e in reg["obsolete"])
-    assert "obsolete?" in report["table"]
+    assert "| likely obsolete |" in report["table"]  # the status word, not another
 
 
 def test_report_move_retries_the_hunk_where_the_file_went(report):
@@ -127,7 +127,9 @@ def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
     lines = out.splitlines()
     assert lines[0].split() == ["conflict", "0001-add-mul.patch"]
     assert "blocked            0002-use-mul.patch  blocked by 0001" in out
-    assert "vllm/config/cache.py: 3-way" in out and ": offset +120" in out
+    assert (
+        "vllm/config/cache.py: 3-way" in out and ": offset/fuzz (offset +120)" in out
+    )  # the place, then how
     # the per-hunk table is report.md's: the terminal does not print the same patches twice
     assert "| file / hunk | what it does | verdict | reason | evidence |" not in out
     assert lines[-2].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply:")
@@ -203,11 +205,11 @@ def test_terminal_markdown_and_json_say_the_same_statuses_and_counts(pproject_on
         if len(cells) == 6 and cells[1].strip() in statuses
     }
     assert rows == statuses
-    verdicts = {
-        "still needed (rebase)": "offset/fuzz",
-        "moved → re-anchor": "moved",
-        "obsolete?": "already upstream",
-        "conflicting": "fails",
+    verdicts = {  # each begins with the word the summary counts it by
+        "offset/fuzz: still needed": "offset/fuzz",
+        "moved: still needed, re-anchor": "moved",
+        "already upstream: likely obsolete": "already upstream",
+        "fails: resolve or re-express": "fails",
     }
     table = md[md.index("| file / hunk |") : md.index("### Per patch and hunk")]
     cells = [re.split(r"(?<!\\)\|", row) for row in table.splitlines()[2:] if row.startswith("| ")]

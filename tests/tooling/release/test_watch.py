@@ -129,8 +129,7 @@ def test_watch_report_writes_parseable_files_into_a_scratch_pin(project, index, 
     assert table[0] == "| file / hunk | what it does | verdict | reason | evidence |"
     assert all(len(re.split(r"(?<!\\)\|", row)) == 7 for row in table if row.startswith("|"))
     assert (
-        "| **0002 add-mul** | add mul() | conflicting → re-express | conflicts in vllm/engine/arg_utils.py"
-        in md
+        "| **0002 add-mul** | add mul() | conflict → re-express | conflicts in vllm/engine/arg_utils.py" in md
     )
     # pinned into the scratch copy only; the scratch port tree is gone
     assert (project.root / "bases.toml").read_bytes() == bases_before
