@@ -102,13 +102,20 @@ def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Prog
         edited = edited_since_apply(state, series) if state.inputs else []
         named = ("\n" + "\n".join(f"    {e}" for e in edited)) if edited else ""
         if not force:
+            # commits made in the tree since it was applied are work a plain apply refuses to drop
+            moved = git.repo.head(tree) != state.head
+            apply = hints.rerun("apply", root, base.name, tree, force=moved)
+            kept = (
+                "its commits since the apply kept in a ref, named"
+                if moved
+                else "its commits kept in a ref, named, unless the project's git holds each as a patch file already"
+            )
             raise RefusedError(
                 f"{base.queue.patches}/ or {base.queue.series} changed since the tree was applied; "
                 f"refresh would overwrite those edits{':' if named else ''}{named}",
-                hint=f"keep the patch edits: `{hints.rerun('apply', root, base.name, tree)}` (the tree made anew "
-                f"from them; its commits kept in a ref, named, unless the project's git holds each as a patch "
-                f"file already); keep the tree commits: "
-                f"`{hints.rerun('refresh', root, base.name, tree, force=True)}` (backs up the patch files first)",
+                hint=f"keep the patch edits: `{apply}` (the tree made anew from them; {kept}); keep the tree "
+                f"commits: `{hints.rerun('refresh', root, base.name, tree, force=True)}` (backs up the patch "
+                f"files first)",
             )
         keep = seam.back_up(queue_snapshot(root, base.queue))
         progress.warn(f"--force overwrites the edits to {base.queue.patches}/{named}\nbacked up in {keep}")

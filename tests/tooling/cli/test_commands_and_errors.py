@@ -47,6 +47,23 @@ def test_refresh_refuses_to_overwrite_edited_patch_files(project):
     assert "Edited by hand." in p.read_text()
 
 
+def test_refresh_over_edited_patches_and_new_tree_commits_hints_an_apply_that_runs(project):
+    """A walkthrough edited a patch header while the tree held a new commit: refresh said `apply`,
+    apply refused (the commit is work) and said `refresh`. The hint now says the apply that runs,
+    and that apply keeps the commit in a named ref."""
+    make_two_patches(project)
+    project.commit_in_tree("vllm/extra.py", "y = 2\n", message("extra-file", "add extra.py"))
+    new_commit = git.repo.head(project.tree)
+    p = project.root / "patches/0001-cache-tweak.patch"
+    p.write_text(p.read_text().replace("Changes things.", "Edited by hand."))
+    hint = project.refresh(expect=5).stderr.split("keep the patch edits: `", 1)[1].split("`", 1)[0]
+    assert hint == f"make apply BASE={NAME} FORCE=1"
+    err = project.apply("--force").stderr
+    ref = next(w for w in err.split() if w.startswith("refs/tkv-seam/dropped/"))
+    assert git.core.run(project.tree, "rev-parse", ref).stdout.decode().strip() == new_commit
+    assert "Edited by hand." in p.read_text()
+
+
 def test_refresh_exports_a_new_commit_and_renames_nothing_else(project):
     make_two_patches(project)
     project.commit_in_tree("vllm/extra.py", "y = 2\n", message("extra-file", "add extra.py"))
