@@ -191,7 +191,7 @@ apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/v
 refresh: venv ## Export build/vllm-BASE's commits back to BASE's own queue (bases.toml), only that one | BASE=<base> FORCE=1
 	$(call sh,$(TOOL)) refresh --base $(BASE) $(FORCE_FLAG)
 
-lint: venv lint-code lint-workflows lint-queue ## Lint a queue (BASE's), the tool's code, the GitHub workflows (schema), the patched files (vLLM's ruff gate) | BASE=<base>
+lint: venv lint-queue lint-code lint-workflows ## Lint a queue (BASE's: first, so a mistyped BASE stops at once) and its patched files (vLLM's ruff gate), the tool's code, the GitHub workflows (schema) | BASE=<base>
 
 lint-queue: venv ## BASE's queue (headers, paths, series) and its patched files (the base's ruff gate) | BASE=<base>
 	$(call sh,$(TOOL)) lint --base $(BASE)

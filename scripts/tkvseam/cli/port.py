@@ -262,7 +262,8 @@ def port_status(ctx: Context, to_name, tree, as_json):
     if not lexists(session.path):  # no port tree: none in progress (a tree of another kind is refused)
         queue = session.to_base.queue.series
         carried = (ctx.root / queue).is_file()  # a port onto it would write over its queue: never the hint
-        next_step = hints.make("test", BASE=to_name) if carried else session.command("start")
+        # carried already: its queue to work on (apply takes seconds), never a slower step than asked
+        next_step = hints.make("apply", BASE=to_name) if carried else session.command("start")
         hints.record(next_step)
         shown = layout.shown(session.path, ctx.root)
         emit(NoPort(to_name, session.path, next_step, shown, queue if carried else ""))

@@ -10,6 +10,7 @@ import os
 
 import click
 
+from .. import hints
 from ..errors import TOOL, SeamError
 from .options import Context, base_option, emit, force_option, json_option, pass_ctx, tree_option
 
@@ -154,10 +155,20 @@ def drift(click_ctx: click.Context, slug, base_name, as_json):
     if slug:
         emit(patch_drift(ctx.root, queues, slug, base_name))
         return
-    if base_name and click_ctx.get_parameter_source("base_name") == click.core.ParameterSource.COMMANDLINE:
-        raise SeamError(
-            "--base goes with --diff <slug>", hint=f"make drift DIFF=<slug> BASE={base_name}", exit_code=2
-        )
+    if base_name:
+        # BASE alone: a base that is not carried is a typo (said, with the one meant); one given
+        # on the command line is a usage error; one from the environment is noted, not obeyed
+        meant = [base_name] if base_name in queues else hints.close(base_name, list(queues))
+        hint = f"make drift DIFF=<slug> BASE={meant[0] if meant else '<base>'}"
+        if base_name not in queues:
+            raise SeamError(
+                f"no carried base {base_name!r} ({', '.join(queues)}){hints.did_you_mean(meant)}",
+                hint=hint,
+                exit_code=2,
+            )
+        if click_ctx.get_parameter_source("base_name") == click.core.ParameterSource.COMMANDLINE:
+            raise SeamError("--base goes with --diff <slug>", hint=hint, exit_code=2)
+        ctx.progress.warn(f"BASE={base_name} without DIFF: the matrix covers every base ({hint}: one patch)")
     emit(do_drift(ctx.root, queues))
 
 

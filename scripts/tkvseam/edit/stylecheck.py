@@ -182,7 +182,28 @@ def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = Non
     paths = set(problem_paths(problems))
     patches = read_series(root, base.queue, base.name).load()
     owners = [p.header.slug for p in patches if any(fc.path in paths for fc in p.files)]
+    if len(owners) > 1:
+        owners = _owners_of_the_lines(tree, problems) or owners
     return StyleReport(problems, fix_hint(root, tree, base, _gate_ruff(base, cache, ruff), problems, owners))
+
+
+_PROBLEM_LINE = re.compile(r"ruff check: ([^:\s]+):(\d+):")
+
+
+def _owners_of_the_lines(tree: Path, problems: list[str]) -> list[str]:
+    """The slugs of the commits that wrote the lines the problems name (git blame in ``tree``),
+    when every problem names a line a patch's commit wrote; else [] (the caller lists them all)."""
+    found = [m for p in problems if (m := _PROBLEM_LINE.search(p))]
+    if len(found) < len(problems):
+        return []  # a format problem names a file, not a line
+    subject = dict(git.repo.subjects(tree, "HEAD", f"^{BASE_TAG}"))
+    slugs = []
+    for m in found:
+        commit = git.repo.line_commit(tree, m.group(1), int(m.group(2)))
+        if commit not in subject:
+            return []
+        slugs.append(subject[commit].split(":", 1)[0])
+    return list(dict.fromkeys(slugs))
 
 
 def stylecheck(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = None) -> list[str]:

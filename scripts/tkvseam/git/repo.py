@@ -104,6 +104,14 @@ def subjects(repo: Path, *revs: str) -> list[tuple[str, str]]:
     return [tuple(line.split(" ", 1)) if " " in line else (line, "") for line in text.splitlines()]
 
 
+def line_commit(repo: Path, path: str, line: int, rev: str = "HEAD") -> str | None:
+    """The commit that last changed line ``line`` of ``path`` at ``rev`` (git blame), or None when
+    git cannot say (no such line or file)."""
+    proc = run(repo, "blame", "--porcelain", "-L", f"{line},{line}", rev, "--", path, check=False)
+    first = proc.stdout.decode("utf-8", "replace").split(" ", 1)[0] if proc.returncode == 0 else ""
+    return first or None
+
+
 def files_of(repo: Path, commit: str) -> list[str]:
     """The paths ``commit`` changes against its parent."""
     return out(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split()

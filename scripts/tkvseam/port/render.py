@@ -93,11 +93,16 @@ def hunk_counts(r: PatchReport) -> str:
     return ", ".join(f"{n} {p}" for p in HunkPlace if (n := sum(h.place == p for h in r.hunks)))
 
 
+def hunk_word(h: HunkReport) -> str:
+    """A hunk as every rendering names it: its place (the summary's word), then how git placed it
+    when that says more, then its note (``offset/fuzz: offset +12``, ``fails; file missing``)."""
+    how = f": {h.status}" if h.status != str(h.place) else ""
+    return f"{h.place}{how}" + (f"; {h.note}" if h.note else "")
+
+
 def hunk_lines(h: HunkReport, indent: int = 23) -> list[str]:
     pad = " " * indent
-    note = f"; {h.note}" if h.note else ""
-    how = f" ({h.status})" if h.status != str(h.place) else ""  # the placement, if it says more
-    out = [f"{pad}hunk {h.hunk} {h.header} {h.section[:40]}: {h.place}{how}{note}"]
+    out = [f"{pad}hunk {h.hunk} {h.header} {h.section[:40]}: {hunk_word(h)}"]
     up = h.upstream
     if up and up.changed:
         diff = up.diff.splitlines()
@@ -216,16 +221,19 @@ def stop_message(to_name: str, r: PatchReport) -> str:
         lines.append(f"  {f.path}: {f.status}" + (f" ({f.note})" if f.note else ""))
         for h in r.hunks:
             if h.file in (f.path, f.moved_to) and h.kind != PlacementKind.EXACT:
-                note = f"; {h.note}" if h.note else ""
-                lines.append(f"    hunk {h.hunk} {h.header} {h.section[:40]}: {h.status}{note}")
+                lines.append(f"    hunk {h.hunk} {h.header} {h.section[:40]}: {hunk_word(h)}")
     return "\n".join(lines)
 
 
-def stop_hint(to_name: str, tree: Path, msg: Path, default: Path) -> str:
+def stop_hint(to_name: str, tree: Path, msg: Path, default: Path, obsolete: bool = False) -> str:
+    """What to do at a stop: resolve and continue, or leave the patch out, as obsolete only when the
+    report found it likely obsolete (else as dropped: a patch the report calls needed is the user's
+    call to drop, and the verdict says so)."""
+    verdict = "obsolete" if obsolete else "dropped"
     return (
         f"resolve in {tree} and `{hints.shell('git', '-C', tree, 'add', '<files>')}`, edit Verdict/Reason "
-        f"in {msg}, then `{port_command('continue', to_name, tree, default)}`; or "
-        f"`{port_command('skip', to_name, tree, default, VERDICT='obsolete', REASON=WHY)}`"
+        f"in {msg}, then `{port_command('continue', to_name, tree, default)}`; or leave it out: "
+        f"`{port_command('skip', to_name, tree, default, VERDICT=verdict, REASON=WHY)}`"
     )
 
 

@@ -76,7 +76,9 @@ class Aborted(Answer):
     def lines(self) -> list[str]:
         return [
             f"removed {self.tree}; no queue was written; everything it held (commits, staged and unstaged "
-            f"changes, the port's state) is in {self.bundle} (git clone {self.bundle} gets it back)"
+            f"changes, the port's state) is in {self.bundle}: `git clone {self.bundle} <dir>` brings the "
+            f"commits back, `git -C <dir> fetch {self.bundle} 'refs/tkv-seam/*:refs/tkv-seam/*'` the "
+            "staged and unstaged changes and the state (refs/tkv-seam/kept/)"
         ]
 
     def to_json(self) -> dict:
@@ -418,7 +420,11 @@ class PortSession:
                 raise PortStopped(
                     "\n".join([stop_message(self.to_base.name, r), *did_lines(did)]),
                     hint=stop_hint(
-                        self.to_base.name, self.path, self.journal.message_file, self.default_tree
+                        self.to_base.name,
+                        self.path,
+                        self.journal.message_file,
+                        self.default_tree,
+                        obsolete=r.status == PatchStatus.OBSOLETE,
                     ),
                     kind=str(r.status),
                     patch=patch.name,

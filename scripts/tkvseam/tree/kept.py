@@ -12,7 +12,8 @@ leave it; the tool never removes it):
 
 - ``bundle``: a whole tree about to be removed (``port abort``, ``retire``, ``clean``), as a git
   bundle of every ref, the index, the work tree with untracked and ignored files, and the tool's
-  own files; ``git clone <bundle>`` gets it back;
+  own files; ``git clone <bundle> <dir>`` gets the commits back and ``git -C <dir> fetch <bundle>
+  'refs/tkv-seam/*:refs/tkv-seam/*'`` the rest;
 - ``keep``: copies of project files a step replaces or removes (``seam-table --force``,
   ``lock-cpu``, ``retire``), at their project-relative paths (``cp -a build/dropped/<dir>/<path>
   <path>`` puts one back).

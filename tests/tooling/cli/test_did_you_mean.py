@@ -52,7 +52,7 @@ def test_under_make_a_mistyped_base_hints_the_same_make_command(project, monkeyp
     assert f"next: make bisect BASE={NAME} PATCH='add mul'\n" in err
 
 
-def test_drift_names_the_close_slug_and_base(project, releases):
+def test_drift_names_the_close_slug_and_base(project, releases, monkeypatch):
     make_two_patches(project)
     (project.root / "bases.toml").write_text(
         bases_toml(releases[NAME]) + bases_toml(releases[NEXT], name=NEXT, version=NEXT_VERSION)
@@ -71,6 +71,13 @@ def test_drift_names_the_close_slug_and_base(project, releases):
     assert f"next: make drift DIFF=add-mul BASE={NEXT}\n" in err
     err = project.cli("drift", "--diff", "zzz", expect=2).stderr
     assert "did you mean" not in err and "next: make drift " in err  # nothing close: the matrix, not a guess
+    # BASE alone (make drift BASE=..., from the environment): a typo is named, a carried base noted
+    monkeypatch.setenv("BASE", NEXT_VERSION)
+    err = project.cli("drift", expect=2).stderr
+    assert f"did you mean '{NEXT}'?" in err and f"next: make drift DIFF=<slug> BASE={NEXT}\n" in err
+    monkeypatch.setenv("BASE", NEXT)
+    res = project.cli("drift")
+    assert "without DIFF: the matrix covers every base" in res.stderr and "| patch |" in res.stdout
 
 
 def test_bisect_of_an_unknown_patch_is_a_usage_error_naming_the_one_meant():

@@ -109,7 +109,7 @@ def test_port_status_onto_a_carried_base_never_hints_a_port_that_would_write_ove
     out = two_bases.cli("port", "status", "--to", NEXT).output
     assert out.splitlines() == [
         f"port to {NEXT}: none in progress (no build/port-{NEXT}); {NEXT} is carried (patches/{NEXT}/series)",
-        f"  next: make test BASE={NEXT}",
+        f"  next: make apply BASE={NEXT}",
     ]
     data = _printed(two_bases, "port", "status", "--to", NEXT)
-    assert (data["port"], data["carried"], data["next_step"]) == ("none", True, f"make test BASE={NEXT}")
+    assert (data["port"], data["carried"], data["next_step"]) == ("none", True, f"make apply BASE={NEXT}")

@@ -75,6 +75,19 @@ def test_a_style_problem_in_a_file_two_patches_change_lists_both_for_the_fixup(p
     )
 
 
+def test_a_lint_problem_on_a_line_of_one_of_two_patches_names_that_patch_for_the_fixup(project):
+    """The walkthrough's gate hint said `--fixup=:/^<slug>:`, which does not run as written, for a
+    problem on a line one patch wrote: git blame in the tree names that patch."""
+    project.apply()
+    project.commit_in_tree("vllm/shared.py", "x = 1\n", message("first", "add shared.py"))
+    project.commit_in_tree("vllm/shared.py", "import os\n\nx = 1\n", message("second", "import os"))
+    project.refresh()
+    err = project.cli("stylecheck", "--base", NAME, expect=6).stderr
+    assert "F401" in err and "shared.py:1:" in err
+    hint = err.strip().splitlines()[-1]
+    assert "'--fixup=:/^second:'" in hint and "<slug>" not in hint
+
+
 # A stand-in for ruff 0.17 (v0.34.0's pin) answering `--version` with the synthetic base's pin: what
 # 0.17 prints for a file `format --check` would change, a diagnostic with a code frame, or one line
 # with `--output-format concise` (0.14 prints "Would reformat: <path>" either way).

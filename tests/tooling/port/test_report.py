@@ -127,9 +127,7 @@ def test_the_text_report_names_each_patch_hunk_and_the_summary(pproject_once):
     lines = out.splitlines()
     assert lines[0].split() == ["conflict", "0001-add-mul.patch"]
     assert "blocked            0002-use-mul.patch  blocked by 0001" in out
-    assert (
-        "vllm/config/cache.py: 3-way" in out and ": offset/fuzz (offset +120)" in out
-    )  # the place, then how
+    assert "vllm/config/cache.py: 3-way" in out and ": offset/fuzz: offset +120" in out  # the place, then how
     # the per-hunk table is report.md's: the terminal does not print the same patches twice
     assert "| file / hunk | what it does | verdict | reason | evidence |" not in out
     assert lines[-2].startswith(f"port {NAME} -> {NEXT}: 3 of 8 patches apply:")
@@ -245,3 +243,14 @@ def test_a_likely_obsolete_patch_says_which_later_patches_need_the_files_it_adds
         == "skipping it leaves out files later patches change: 0002-b.patch (tests/test_seam.py)"
     )
     assert reports[1].note == reports[2].note == ""
+
+
+def test_a_stop_suggests_skipping_as_obsolete_only_a_patch_the_report_finds_likely_obsolete(tmp_path):
+    """The walkthrough's stop at a patch blocked on a test file (the report: still needed) offered
+    `VERDICT=obsolete`; a patch that is not likely obsolete is offered `VERDICT=dropped`."""
+    from tkvseam.port.render import stop_hint
+
+    tree, msg = tmp_path / "port", tmp_path / "port" / "msg"
+    assert "VERDICT=obsolete" in stop_hint("v9.10.0", tree, msg, tree, obsolete=True)
+    needed = stop_hint("v9.10.0", tree, msg, tree)
+    assert "VERDICT=dropped" in needed and "obsolete" not in needed

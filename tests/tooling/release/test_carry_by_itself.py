@@ -130,7 +130,7 @@ def test_a_hunk_with_its_whole_context_at_an_offset_goes_in_where_3_way_conflict
 def test_offset_placement_turned_off_stops_at_the_conflict(offset_case, wheels):  # noqa: F811
     stop = carry(offset_case, wheels, "--no-autoresolve", expect=12).stderr
     assert "stopped at 0001-own-gather.patch: conflict" in stop
-    assert "hunk 1 @@ -11,6 +11,10 @@ def gather(kind, x):: end of file (now line 47)" in stop
+    assert "hunk 1 @@ -11,6 +11,10 @@ def gather(kind, x):: offset/fuzz: end of file (now line 47)" in stop
 
 
 def test_what_ruff_fixes_by_itself_is_fixed_and_listed_with_each_change(fix_case, wheels):  # noqa: F811
