@@ -158,7 +158,6 @@ def apply_series(
             finish_switch=True,
         )
         if state and state.digest == digest and not force:
-            progress.step(f"{tree} is up to date ({len(patches)} patches on {base.name})")
             seconds = time.monotonic() - started
             return ApplyResult(
                 str(tree), state, True, seconds=seconds, upstream_commit_prefix=base.commit_prefix
@@ -213,6 +212,5 @@ def apply_series(
             _, ref = seam.rebuild(state, build, force, force_hint, rerun, progress)
             result = built[0]
             result.dropped += [ref] if ref else []
-    progress.step(f"{tree}: {len(patches)} patches applied on {base.name} ({repo.commit[:12]})")
     result.seconds = time.monotonic() - started
     return result

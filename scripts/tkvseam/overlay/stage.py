@@ -211,6 +211,16 @@ class Installed(Answer):
             f"tkv-seam overlay: {len(self.replaced)} file(s) restored (vLLM {self.vllm_version}'s own)",
         ]
 
+    def to_json(self) -> dict:
+        """A restore says what it put back (``put_back``, none when the venv held the pristine
+        files already: ``already_pristine``); an install what it replaced."""
+        data = {k: v for k, v in plain(self).items() if k != "replaced"}
+        if self.restored:
+            data.update(put_back=self.replaced, already_pristine=not self.replaced)
+        else:
+            data["replaced"] = self.replaced
+        return data
+
 
 def _same_release(a: str, b: str) -> bool:
     """One vLLM release (a local version such as ``+cpu`` aside)."""

@@ -192,5 +192,8 @@ def test_restore_in_json_says_restored_not_replaced(two, venv):
     overlay(two, "install", venv)
     out = json.loads(overlay(two, "restore", venv, "--json").stdout)
     assert out["restored"] is True and venv.files() == venv.pristine
-    assert f"restored {out['replaced'][0]}" in out["output"] and "file(s) restored," in out["output"]
-    assert "replaced" not in out["output"], out["output"]
+    assert f"restored {out['put_back'][0]}" in out["output"] and "file(s) restored," in out["output"]
+    assert "replaced" not in out["output"] and "replaced" not in out, out
+    assert out["already_pristine"] is False
+    again = json.loads(overlay(two, "restore", venv, "--json").stdout)  # nothing left to put back
+    assert again["restored"] is True and again["put_back"] == [] and again["already_pristine"] is True
