@@ -24,6 +24,12 @@ user_vars := BASE TO FORCE VLLM_GIT VERSION SINCE PRE YANKED REPORT WRITE EXCLUD
 base_origin := $(origin BASE)
 $(foreach v,$(sort $(user_vars) $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))),\
   $(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $$(value $(v)))$(eval export $(v))))
+# BASE= (empty, on the command line or exported): as if no BASE was given
+ifeq ($(strip $(value BASE)),)
+base_origin := default
+override BASE := v0.31.0
+unexport BASE
+endif
 # PROVE, FRESH, JSON, FORCE, AUTORESOLVE, FIX, REPLAY: one spelling, 1/on/yes/true or 0/off/no/false in any
 # case; each becomes 1 (on), 0 (off) or empty (not given: the target's default). Any other value
 # stops make before any recipe runs (exit 2), with JSON=1 also as the one JSON object on stdout.
@@ -64,6 +70,8 @@ endif
 # carried`, release order), each with its own queue, tree, venv and lanes. `make test BASE=v0.32.0`
 # (BASE on the command line or in the environment) checks that one base only.
 ONE_BASE := $(if $(filter command line environment,$(base_origin)),$(BASE),)
+# Under make bisect (also with -j) PATCH is checked before the tree and the venv are made.
+bisect_first := $(if $(filter bisect,$(MAKECMDGOALS)),bisect-patch)
 PYTHON  ?= python3.11
 TREE    := build/vllm-$(BASE)
 VENV    := .venv
@@ -128,7 +136,7 @@ venv: $(VENV)/.done ## Tool venv (.venv): click, unidiff, docker, pytest, ruff |
 # The test venv is the tool's: it builds .venv-vllm-BASE from the lock and the base's rules in
 # bases.toml (the Triton stand-in where they say so), and keeps it when nothing it is built from changed.
 venv-vllm: export TKV_VENV_TRITON := $(value TRITON)
-venv-vllm: venv $(LOCK) ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch from ci/lock-cpu-BASE.txt, and the base's rules (TRITON=stand-in: record that rule first) | BASE=<base> PYTHON=python3.11 PIP_FIND_LINKS=<dir> TRITON=<stand-in|none>
+venv-vllm: venv $(LOCK) $(bisect_first) ## Test venv of BASE (.venv-vllm-BASE): that vLLM release + CPU torch from ci/lock-cpu-BASE.txt, and the base's rules (TRITON=stand-in: record that rule first) | BASE=<base> PYTHON=python3.11 PIP_FIND_LINKS=<dir> TRITON=<stand-in|none>
 	@set -- venv-vllm $(BASE) --python $(call sh,$(PYTHON)); \
 	if [ -n "$$TKV_VENV_TRITON" ]; then set -- "$$@" --triton "$$TKV_VENV_TRITON"; fi; \
 	exec $(call sh,$(TOOL)) "$$@" $(to_err)
@@ -184,7 +192,7 @@ retire: venv ## Retire BASE: queue, pin, lock, trees (a copy kept under build/dr
 	@test -n "$(ONE_BASE)" || { echo "usage: make retire BASE=v0.32.0" >&2; exit 2; }
 	$(call sh,$(TOOL)) retire $(BASE) $(FORCE_FLAG)
 
-apply: venv ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE | BASE=<base> FORCE=1 VLLM_GIT=<url-or-path>
+apply: venv $(bisect_first) ## Fetch + verify BASE, apply BASE's own queue strictly into build/vllm-BASE | BASE=<base> FORCE=1 VLLM_GIT=<url-or-path>
 	$(if $(value JSON),$(call tool_json,$(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG),make apply BASE=$(BASE)),\
 	  $(call sh,$(TOOL)) apply --base $(BASE) $(FORCE_FLAG))
 
@@ -246,7 +254,7 @@ bisect-patch: export TKV_BISECT_PATCH := $(value PATCH)
 bisect-patch: venv ## Check PATCH against BASE's series, no tree or venv made (bisect does it first) | BASE=<base> PATCH=<n|slug>
 	@if [ -n "$$TKV_BISECT_PATCH" ]; then \
 	  exec $(call sh,$(TOOL)) seamtest bisect --base $(BASE) --patch "$$TKV_BISECT_PATCH" --check-only; \
-	elif [ "$(MAKECMDGOALS)" = bisect-patch ]; then \
+	elif [ -n "$(filter bisect-patch,$(MAKECMDGOALS))" ]; then \
 	  echo "make bisect-patch: PATCH=<n|slug> is needed" >&2; exit 2; fi
 
 seam-full: apply venv-vllm ## All seam tests on the full series | BASE=<base> TKV_SEAM_JOBS=<n>

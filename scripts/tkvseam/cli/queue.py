@@ -146,29 +146,34 @@ def drift(click_ctx: click.Context, slug, base_name, as_json):
     With --diff SLUG: that patch's range-diff between bases (header and files, line
     numbers dropped), i.e. what `re-expressed` in the matrix consists of.
     """
+    from ..bases.carried import carried_bases
     from ..bases.pins import load_bases
     from ..queue.drift import drift as do_drift
     from ..queue.interdiff import patch_drift
 
     ctx = click_ctx.find_object(Context)
-    queues = {name: base.queue for name, base in load_bases(ctx.bases_file, ctx.root).items()}
+    bases = load_bases(ctx.bases_file, ctx.root)
+    queues = {name: base.queue for name, base in bases.items()}
     if slug:
         emit(patch_drift(ctx.root, queues, slug, base_name))
         return
     if base_name:
-        # BASE alone: a base that is not carried is a typo (said, with the one meant); one given
-        # on the command line is a usage error; one from the environment is noted, not obeyed
-        meant = [base_name] if base_name in queues else hints.close(base_name, list(queues))
-        hint = f"make drift DIFF=<slug> BASE={meant[0] if meant else '<base>'}"
-        if base_name not in queues:
-            raise SeamError(
-                f"no carried base {base_name!r} ({', '.join(queues)}){hints.did_you_mean(meant)}",
-                hint=hint,
-                exit_code=2,
-            )
+        # BASE alone: --base on the command line is a usage error; BASE from the environment (make
+        # passes it so) is noted and the matrix shown, a base that is not carried with the one meant
+        carried = carried_bases(bases, ctx.root)
+        meant = [base_name] if base_name in carried else hints.close(base_name, carried)
+        with_diff = [b for b in meant if b != carried[0]]  # the first base has none before it
+        hint = f"make drift DIFF=<slug> BASE={with_diff[0]}" if with_diff else "make drift"
         if click_ctx.get_parameter_source("base_name") == click.core.ParameterSource.COMMANDLINE:
             raise SeamError("--base goes with --diff <slug>", hint=hint, exit_code=2)
-        ctx.progress.warn(f"BASE={base_name} without DIFF: the matrix covers every base ({hint}: one patch)")
+        if base_name in carried:
+            one = f"{hint}: one patch" if with_diff else f"{base_name} is the first base, with none before it"
+            ctx.progress.warn(f"BASE={base_name} without DIFF: the matrix covers every base ({one})")
+        else:
+            ctx.progress.warn(
+                f"BASE={base_name!r} is no carried base ({', '.join(carried)}){hints.did_you_mean(meant)}; "
+                f"the matrix covers every base (next: {hint})"
+            )
     emit(do_drift(ctx.root, queues))
 
 

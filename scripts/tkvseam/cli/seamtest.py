@@ -110,13 +110,11 @@ def seamtest_bisect(ctx: Context, base_name, tree, python, slots, as_json, patch
     """Each patch's Tests pass at k and fail at k-1; Guards pass at k; every prefix compiles."""
     from ..queue.series import read_series
     from ..seamtest.bisect import BisectLane
-    from ..seamtest.run import PatchesChosen, patch_numbers
+    from ..seamtest.run import chosen, patch_numbers
 
     if check_only:  # before the tree and the venv are made: a mistyped PATCH costs nothing
         base = ctx.base(base_name)
-        series = read_series(ctx.root, base.queue, base.name).load()
-        chosen = patch_numbers(series, base.name, patches) or set(range(1, len(series) + 1))
-        emit(PatchesChosen(base.name, [series[k - 1].name for k in sorted(chosen)]))
+        emit(chosen(read_series(ctx.root, base.queue, base.name).load(), base.name, patches))
         return
     runner = _runner(ctx, base_name, tree, python, slots)
     _run_lanes(ctx, runner, [BisectLane(patch_numbers(runner.patches, runner.base.name, patches))])

@@ -50,7 +50,11 @@ def edited_since_apply(state: TreeState, series: Series) -> list[str]:
     """The patch files (and series entries) that differ from what the tree was applied from."""
     now = series.file_digests()
     where = series.queue.patches
-    edited = [f"{where}/{n}" for n, d in now.items() if state.inputs.get(n) != d]
+    edited = [
+        f"{where}/{n}" + ("" if d else " (deleted, still in series)")
+        for n, d in now.items()
+        if state.inputs.get(n) != d
+    ]
     edited += [f"{where}/{n} (no longer in series)" for n in state.inputs if n not in now]
     return edited
 
@@ -101,6 +105,21 @@ def _refresh(root: Path, base: Base, seam: SeamTree, force: bool, progress: Prog
     if inputs_digest(base, state.source, series) != state.digest:
         edited = edited_since_apply(state, series) if state.inputs else []
         named = ("\n" + "\n".join(f"    {e}" for e in edited)) if edited else ""
+        missing = [n for n in series.names if not series.path(n).exists()]
+        if missing and not force:  # no apply can make a tree of a series whose files are gone
+            gone = [f"{base.queue.patches}/{n}" for n in missing]
+            back = (
+                f"`{hints.shell('git', 'checkout', '--', *gone)}`"
+                if git.index.toplevel(root) is not None
+                else f"into {base.queue.patches}/, or take them out of {base.queue.series}"
+            )
+            raise RefusedError(
+                f"{base.queue.patches}/ or {base.queue.series} changed since the tree was applied, and "
+                f"{base.queue.series} lists patch files that are gone:{named}",
+                hint=f"put them back: {back}; or keep the tree commits: "
+                f"`{hints.rerun('refresh', root, base.name, tree, force=True)}` (writes every patch file "
+                f"anew, backing up the queue first)",
+            )
         if not force:
             # commits made in the tree since it was applied are work a plain apply refuses to drop
             moved = git.repo.head(tree) != state.head

@@ -77,15 +77,37 @@ def ruff_fix(root: Path, exe: str, tree: Path, paths: list[str]) -> str:
 
 
 def fix_hint(
-    root: Path, tree: Path, base: Base, exe: str, problems: list[str], owners: Sequence[str] = ()
+    root: Path, tree: Path, base: Base, exe: str, problems: list[str], owners: dict[str, list[str]]
 ) -> str:
     """``next:`` for style problems in ``tree``: the base's ruff fixes what it can, the rest by hand,
-    folded into the patch's commit (README, "Edit a patch"), then refresh. ``owners``: the slugs
-    of the patches that change the files named (one: the fixup names it; several: they are listed)."""
+    folded into the patch's commit (README, "Edit a patch"), then refresh. ``owners``: per file the
+    problems name, the patches whose lines they are (one: the fixup names it; several: listed, a
+    placeholder in the command). Files of one patch are folded with ``commit -a``; files of several
+    patches each into its own patch (``commit -- <files>``), never all into one."""
     where = layout.shown(tree, root)
-    slug = owners[0] if len(owners) == 1 else "<slug>"
-    fold = hints.shell("git", "-C", where, "commit", "-a", f"--fixup=:/^{slug}:")
-    which = f" (<slug>: the one of {', '.join(owners)} whose lines they are)" if len(owners) > 1 else ""
+    slugs = list(dict.fromkeys(s for found in owners.values() for s in found))
+    if len(slugs) <= 1 or any(len(found) > 1 for found in owners.values()):
+        slug = slugs[0] if len(slugs) == 1 else "<slug>"
+        folds = [hints.shell("git", "-C", where, "commit", "-a", f"--fixup=:/^{slug}:")]
+        which = "; ".join(
+            f"{path}: one of {', '.join(found)}" for path, found in owners.items() if len(found) > 1
+        )
+        which = f" (<slug>: the patch whose lines you change; {which})" if slug == "<slug>" and which else ""
+    else:
+        folds = [
+            hints.shell(
+                "git",
+                "-C",
+                where,
+                "commit",
+                f"--fixup=:/^{slug}:",
+                "--",
+                *(path for path, found in owners.items() if found == [slug]),
+            )
+            for slug in slugs
+        ]
+        which = ""
+    fold = "`, `".join(folds)
     squash = "GIT_SEQUENCE_EDITOR=: " + hints.shell(
         "git", "-C", where, "rebase", "-i", "--autosquash", BASE_TAG
     )
@@ -179,30 +201,36 @@ def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = Non
     problems = stylecheck(root, tree, base, cache, ruff)
     if not problems:
         return StyleReport(problems)
-    paths = set(problem_paths(problems))
     patches = read_series(root, base.queue, base.name).load()
-    owners = [p.header.slug for p in patches if any(fc.path in paths for fc in p.files)]
-    if len(owners) > 1:
-        owners = _owners_of_the_lines(tree, problems) or owners
+    owners = {
+        path: [p.header.slug for p in patches if any(fc.path == path for fc in p.files)]
+        for path in problem_paths(problems)
+    }
+    series = {p.header.slug for p in patches}
+    for path, found in owners.items():
+        if len(found) > 1:  # several patches change the file: whose lines are the problems on?
+            owners[path] = _owners_of_the_lines(tree, path, problems, series) or found
     return StyleReport(problems, fix_hint(root, tree, base, _gate_ruff(base, cache, ruff), problems, owners))
 
 
-_PROBLEM_LINE = re.compile(r"ruff check: ([^:\s]+):(\d+):")
+_PROBLEM_LINE = re.compile(r"ruff (?:check|format): (?:Would reformat: )?([^:\s]+)(?::(\d+):)?")
 
 
-def _owners_of_the_lines(tree: Path, problems: list[str]) -> list[str]:
-    """The slugs of the commits that wrote the lines the problems name (git blame in ``tree``),
-    when every problem names a line a patch's commit wrote; else [] (the caller lists them all)."""
-    found = [m for p in problems if (m := _PROBLEM_LINE.search(p))]
-    if len(found) < len(problems):
-        return []  # a format problem names a file, not a line
+def _owners_of_the_lines(tree: Path, path: str, problems: list[str], series: set[str]) -> list[str]:
+    """The slugs of the series' patches whose commits wrote the lines the problems in ``path`` name
+    (git blame in ``tree``), when every such problem names a line a patch of the series wrote; else
+    [] (a format problem names the file, not a line; a line of the base or of a commit that is no
+    patch: the caller lists the patches that change the file)."""
+    lines = [m.group(2) for p in problems if (m := _PROBLEM_LINE.search(p)) and m.group(1) == path]
+    if not lines or None in lines:
+        return []
     subject = dict(git.repo.subjects(tree, "HEAD", f"^{BASE_TAG}"))
     slugs = []
-    for m in found:
-        commit = git.repo.line_commit(tree, m.group(1), int(m.group(2)))
-        if commit not in subject:
+    for line in lines:
+        slug = subject.get(git.repo.line_commit(tree, path, int(line)) or "", "").split(":", 1)[0]
+        if slug not in series:
             return []
-        slugs.append(subject[commit].split(":", 1)[0])
+        slugs.append(slug)
     return list(dict.fromkeys(slugs))
 
 

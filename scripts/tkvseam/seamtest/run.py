@@ -70,7 +70,9 @@ def patch_numbers(patches: list, base_name: str, selected: tuple[str, ...]) -> s
     for want in selected:
         for k, patch in enumerate(patches, 1):
             stem = patch.name.removesuffix(".patch")
-            if want in (patch.name, stem, stem.split("-", 1)[1]) or (want.isdigit() and int(want) == k):
+            if want in (patch.name, stem, stem.split("-", 1)[1]) or (
+                want.isascii() and want.isdigit() and int(want) == k
+            ):
                 out.add(k)
                 break
         else:
@@ -84,9 +86,18 @@ class PatchesChosen(Answer):
 
     base: str
     patches: list[str]
+    selected: bool = True  # False: no --patch given, so every patch
 
     def lines(self) -> list[str]:
+        if not self.selected:
+            return [f"bisect {self.base}: no PATCH given: all {len(self.patches)} patches of the series"]
         return [f"bisect {self.base}: {', '.join(self.patches)} (in the series; PATCH is fine)"]
+
+
+def chosen(series: list, base_name: str, selected: tuple[str, ...]) -> PatchesChosen:
+    """``--check-only``: the patches ``selected`` names (every patch when none is named)."""
+    numbers = patch_numbers(series, base_name, selected) or set(range(1, len(series) + 1))
+    return PatchesChosen(base_name, [series[k - 1].name for k in sorted(numbers)], bool(selected))
 
 
 def _no_such_patch(patches: list, base_name: str, want: str) -> UsageError:

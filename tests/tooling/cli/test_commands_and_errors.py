@@ -64,6 +64,25 @@ def test_refresh_over_edited_patches_and_new_tree_commits_hints_an_apply_that_ru
     assert "Edited by hand." in p.read_text()
 
 
+def test_refresh_over_a_deleted_patch_file_hints_putting_it_back_and_that_runs(project):
+    """A hostile pass deleted a patch file (still in series) beside a new tree commit: refresh said
+    `make apply FORCE=1`, which fails on the missing file. It now says how to put it back."""
+    from ..fixtures.carrying import git_project
+
+    make_two_patches(project)
+    git_project(project.root)
+    project.commit_in_tree("vllm/extra.py", "y = 2\n", message("extra-file", "add extra.py"))
+    gone = project.root / "patches/0002-add-mul.patch"
+    kept = gone.read_bytes()
+    gone.unlink()
+    err = project.refresh(expect=5).stderr
+    assert "patches/0002-add-mul.patch (deleted, still in series)" in err
+    hint = err.split("put them back: `", 1)[1].split("`", 1)[0]
+    assert hint == "git checkout -- patches/0002-add-mul.patch"
+    subprocess.run(hint.split(), cwd=project.root, check=True)
+    assert gone.read_bytes() == kept
+
+
 def test_refresh_exports_a_new_commit_and_renames_nothing_else(project):
     make_two_patches(project)
     project.commit_in_tree("vllm/extra.py", "y = 2\n", message("extra-file", "add extra.py"))

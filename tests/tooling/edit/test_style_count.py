@@ -70,9 +70,8 @@ def test_a_style_problem_in_a_file_two_patches_change_lists_both_for_the_fixup(p
     project.commit_in_tree("vllm/shared.py", "x = 1\ny   =  2\n", message("second", "more in shared.py"))
     project.refresh()
     hint = project.cli("stylecheck", "--base", NAME, expect=6).stderr.strip().splitlines()[-1]
-    assert (
-        "'--fixup=:/^<slug>:'" in hint and "(<slug>: the one of first, second whose lines they are)" in hint
-    )
+    assert "'--fixup=:/^<slug>:'" in hint  # a format problem names the file, not a line
+    assert "(<slug>: the patch whose lines you change; vllm/shared.py: one of first, second)" in hint
 
 
 def test_a_lint_problem_on_a_line_of_one_of_two_patches_names_that_patch_for_the_fixup(project):
@@ -86,6 +85,37 @@ def test_a_lint_problem_on_a_line_of_one_of_two_patches_names_that_patch_for_the
     assert "F401" in err and "shared.py:1:" in err
     hint = err.strip().splitlines()[-1]
     assert "'--fixup=:/^second:'" in hint and "<slug>" not in hint
+
+
+def test_problems_on_lines_of_two_patches_in_two_files_fold_each_into_its_own_patch(project):
+    """A hostile pass followed `commit -a --fixup` for problems of two patches in two files: both
+    fixes went into one patch. Each file's fix now goes into the patch whose line it is."""
+    project.apply()
+    project.commit_in_tree("vllm/a.py", "x = 1\n", message("first", "add a.py"))
+    project.commit_in_tree("vllm/b.py", "y = 1\n", message("second", "add b.py"))
+    project.commit_in_tree("vllm/a.py", "import os\n\nx = 1\n", message("third", "a.py imports os"))
+    project.commit_in_tree("vllm/b.py", "import re\n\ny = 1\n", message("fourth", "b.py imports re"))
+    project.refresh()
+    hint = project.cli("stylecheck", "--base", NAME, expect=6).stderr.strip().splitlines()[-1]
+    assert "git -C build/vllm-v9.9.9 commit '--fixup=:/^third:' -- vllm/a.py" in hint
+    assert "git -C build/vllm-v9.9.9 commit '--fixup=:/^fourth:' -- vllm/b.py" in hint
+    assert "commit -a" not in hint and "<slug>" not in hint
+
+
+def test_a_problem_on_a_line_no_patch_wrote_is_not_pinned_on_a_commit_that_is_no_patch(project):
+    """A line a `wip` commit in the tree wrote (not refreshed): `--fixup=:/^wip:` does not run as
+    written; the patches that change the file are listed instead."""
+    project.apply()
+    project.commit_in_tree("vllm/shared.py", "x = 1\n", message("first", "add shared.py"))
+    project.commit_in_tree("vllm/shared.py", "x = 1\ny = 2\n", message("second", "more"))
+    project.refresh()
+    git_commit = project.tree / "vllm/shared.py"
+    git_commit.write_text("import os\n\nx = 1\ny = 2\n")
+    from tkvseam import git
+
+    git.index.commit(project.tree, "wip\n", "Seam Dev <dev@example.invalid>", paths=["vllm/shared.py"])
+    hint = project.cli("stylecheck", "--base", NAME, expect=6).stderr.strip().splitlines()[-1]
+    assert "wip" not in hint and "one of first, second" in hint
 
 
 # A stand-in for ruff 0.17 (v0.34.0's pin) answering `--version` with the synthetic base's pin: what
