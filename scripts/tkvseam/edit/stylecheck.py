@@ -58,12 +58,13 @@ class StyleReport(Answer):
         return EXIT_LINT if self.problems else 0
 
 
-_PROBLEM_PATH = re.compile(r"ruff (?:check|format): (?:Would reformat: )?([^:\s]+)")
+# A gate problem: its file, and its line when ruff check names one (format names the file only).
+_PROBLEM = re.compile(r"ruff (?:check|format): (?:Would reformat: )?([^:\s]+)(?::(\d+):)?")
 
 
 def problem_paths(problems: list[str]) -> list[str]:
     """The files the gate's problem lines name, in order, each once."""
-    return list(dict.fromkeys(m.group(1) for p in problems if (m := _PROBLEM_PATH.search(p))))
+    return list(dict.fromkeys(m.group(1) for p in problems if (m := _PROBLEM.search(p))))
 
 
 def ruff_fix(root: Path, exe: str, tree: Path, paths: list[str]) -> str:
@@ -213,15 +214,12 @@ def gate(root: Path, tree: Path, base: Base, cache: Path, ruff: str | None = Non
     return StyleReport(problems, fix_hint(root, tree, base, _gate_ruff(base, cache, ruff), problems, owners))
 
 
-_PROBLEM_LINE = re.compile(r"ruff (?:check|format): (?:Would reformat: )?([^:\s]+)(?::(\d+):)?")
-
-
 def _owners_of_the_lines(tree: Path, path: str, problems: list[str], series: set[str]) -> list[str]:
     """The slugs of the series' patches whose commits wrote the lines the problems in ``path`` name
     (git blame in ``tree``), when every such problem names a line a patch of the series wrote; else
     [] (a format problem names the file, not a line; a line of the base or of a commit that is no
     patch: the caller lists the patches that change the file)."""
-    lines = [m.group(2) for p in problems if (m := _PROBLEM_LINE.search(p)) and m.group(1) == path]
+    lines = [m.group(2) for p in problems if (m := _PROBLEM.search(p)) and m.group(1) == path]
     if not lines or None in lines:
         return []
     subject = dict(git.repo.subjects(tree, "HEAD", f"^{BASE_TAG}"))
